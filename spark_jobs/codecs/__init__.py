@@ -1,0 +1,75 @@
+"""Protocol codecs: TiCDC Kafka messages in, canonical change events out.
+
+One module per protocol; none of them knows Spark. Use `make_decoder(protocol, options)` and call
+`decoder.decode(key, value, headers)` on each message of one partition, in order: decoders keep the
+state a protocol needs across messages (Simple's schema cache, Avro's registry cache).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Mapping, Protocol as _Protocol
+
+from spark_jobs.codecs.errors import ConfigError, DecodeError, SchemaNotYetKnown
+from spark_jobs.codecs.events import ChangeEvent
+
+# protocol name -> (module, decoder class)
+_DECODERS = {
+    "canal-json": ("spark_jobs.codecs.canal_json", "CanalJsonDecoder"),
+    "open": ("spark_jobs.codecs.open_protocol", "OpenDecoder"),
+    "debezium": ("spark_jobs.codecs.debezium", "DebeziumDecoder"),
+    "avro": ("spark_jobs.codecs.avro", "AvroDecoder"),
+    "simple-json": ("spark_jobs.codecs.simple", "SimpleJsonDecoder"),
+    "simple-avro": ("spark_jobs.codecs.simple", "SimpleAvroDecoder"),
+}
+PROTOCOLS = tuple(_DECODERS)
+
+Headers = list[tuple[str, bytes | None]] | None
+
+
+class Decoder(_Protocol):
+    protocol: str
+    # option name -> (type, default); unknown names are a ConfigError
+    OPTIONS: dict[str, tuple[type, Any]]
+
+    def decode(self, key: bytes | None, value: bytes | None, headers: Headers = None) -> list[ChangeEvent]: ...
+
+
+def decoder_class(protocol: str):
+    if protocol not in _DECODERS:
+        raise ConfigError(f"unknown protocol {protocol!r}; allowed: {', '.join(PROTOCOLS)}")
+    module, name = _DECODERS[protocol]
+    return getattr(importlib.import_module(module), name)
+
+
+def validate_options(protocol: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Options with defaults filled in and types coerced; a ConfigError names the bad one."""
+    allowed = decoder_class(protocol).OPTIONS
+    result = {name: default for name, (_, default) in allowed.items()}
+    for name, raw in (options or {}).items():
+        if name not in allowed:
+            raise ConfigError(f"unknown option {name!r} for protocol {protocol}; allowed: {', '.join(sorted(allowed))}")
+        kind = allowed[name][0]
+        result[name] = _coerce(protocol, name, raw, kind)
+    return result
+
+
+def _coerce(protocol: str, name: str, raw: Any, kind: type) -> Any:
+    if raw is None or isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
+        return raw
+    if kind is bool and isinstance(raw, str) and raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    if kind is int and isinstance(raw, str) and raw.lstrip("-").isdigit():
+        return int(raw)
+    if kind is str and isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return str(raw)
+    raise ConfigError(f"option {name!r} for protocol {protocol} must be {kind.__name__}, got {raw!r}")
+
+
+def make_decoder(protocol: str, options: Mapping[str, Any] | None = None) -> Decoder:
+    cls = decoder_class(protocol)
+    return cls(validate_options(protocol, options))
+
+
+__all__ = ["PROTOCOLS", "ChangeEvent", "ConfigError", "DecodeError", "Decoder", "SchemaNotYetKnown",
+           "make_decoder", "validate_options", "decoder_class"]
