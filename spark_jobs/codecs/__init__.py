@@ -66,10 +66,16 @@ def _coerce(protocol: str, name: str, raw: Any, kind: type) -> Any:
     raise ConfigError(f"option {name!r} for protocol {protocol} must be {kind.__name__}, got {raw!r}")
 
 
+def sends_watermarks(protocol: str, options: Mapping[str, Any] | None = None) -> bool:
+    """Whether a changefeed in this protocol sends resolved timestamps (watermarks) at all."""
+    extension = validate_options(protocol, options).get("enable-tidb-extension", False)
+    return protocol in ("open", "simple-json", "simple-avro") or (protocol in ("canal-json", "debezium") and extension)
+
+
 def make_decoder(protocol: str, options: Mapping[str, Any] | None = None) -> Decoder:
     cls = decoder_class(protocol)
     return cls(validate_options(protocol, options))
 
 
 __all__ = ["PROTOCOLS", "ChangeEvent", "ConfigError", "DecodeError", "Decoder", "SchemaNotYetKnown",
-           "make_decoder", "validate_options", "decoder_class"]
+           "make_decoder", "sends_watermarks", "validate_options", "decoder_class"]

@@ -127,8 +127,11 @@ def text_float(value: float | str) -> str:
         return repr(x)
     for digits in range(1, 10):
         s = "%.*g" % (digits, x)
-        if to_float32(float(s)) == x:
-            return repr(float(s))
+        try:
+            if to_float32(float(s)) == x:
+                return repr(float(s))
+        except OverflowError:  # rounding FLOAT's maximum up leaves the 32-bit range: try more digits
+            continue
     return repr(x)
 
 

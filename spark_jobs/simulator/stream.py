@@ -43,7 +43,7 @@ def partition_events(events: list[Event], partitions: int, *, ddl_to_all: bool, 
 def encode_stream(protocol: str, events: list[Event], *, topic: str = "ticdc", partitions: int = 1,
                   options: Mapping[str, Any] | None = None, dispatch: str = "table") -> list[Message]:
     """Every Kafka record TiCDC would produce for this stream, partition by partition."""
-    encoder = make_encoder(protocol, options)
+    encoder = make_encoder(protocol, {"topic": topic, **(options or {})})
     out: list[Message] = []
     for partition, part_events in enumerate(partition_events(events, partitions, ddl_to_all=encoder.DDL_TO_ALL_PARTITIONS, dispatch=dispatch)):
         for key, value, headers in encoder.encode(part_events):

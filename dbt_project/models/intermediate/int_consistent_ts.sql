@@ -1,0 +1,29 @@
+with
+
+runs as (
+
+    select * from {{ ref('stg_silver_runs') }}
+
+),
+
+ranked as (
+
+    select
+        source_name,
+        consistent_ts,
+        consistency,
+        finished_at,
+        row_number() over (partition by source_name order by finished_at desc, bronze_snapshot_id desc) as run_rank
+    from runs
+
+),
+
+latest as (
+
+    select source_name, consistent_ts, consistency, finished_at
+    from ranked
+    where run_rank = 1 and consistent_ts is not null
+
+)
+
+select * from latest

@@ -1,0 +1,31 @@
+with
+
+source as (
+
+    select * from {{ source('silver', 'row_changes') }}
+
+),
+
+renamed as (
+
+    select
+        source as source_name,
+        database as upstream_database,
+        `table` as upstream_table,
+        op,
+        case op when 'delete' then 0 when 'update' then 1 else 2 end as op_order,
+        commit_ts,
+        row_key,
+        before,
+        after,
+        column_types,
+        flags,
+        topic,
+        `partition` as kafka_partition,
+        `offset` as kafka_offset,
+        event_index
+    from source
+
+)
+
+select * from renamed

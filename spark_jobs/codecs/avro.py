@@ -1,0 +1,402 @@
+"""TiCDC's Avro protocol (Confluent wire format, schemas in a Schema Registry) -> canonical events.
+
+A message is one row change. Key and value are each 0x00, a 4-byte big-endian schema id, then Avro
+binary; the key holds the handle-key columns, the value the whole row. A null or empty value is a
+delete (key only). The value carries `_tidb_op` ("c"/"u") and `_tidb_commit_ts` only with
+`enable-tidb-extension`; without it an insert and an update cannot be told apart, so every
+non-delete decodes as op `insert` meaning "upsert this row", with no commit timestamp
+(`commit_ts_inferred`). Deletes never carry a commit timestamp. Avro sends no DDL and no
+watermarks; `last_columns` exposes each table's latest writer schema so that schema changes can be
+inferred downstream.
+
+Types come from each field's `connect.parameters.tidb_type` and its Avro type, so the writer
+schema decides how a value is read: the `avro-decimal-handling-mode` and
+`avro-bigint-unsigned-handling-mode` options are checked but a changefeed that changed them
+mid-stream still decodes. Parsed schemas and per-field converters are built once per schema id.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Callable
+
+from fastavro import parse_schema, schemaless_reader
+
+from spark_jobs.codecs.errors import ConfigError, DecodeError
+from spark_jobs.codecs.events import ChangeEvent
+from spark_jobs.codecs.schema_registry import SchemaRegistryClient
+from spark_jobs.codecs.values import (
+    canonical_type, text_bytes, text_decimal, text_double, text_float, text_timestamp_from_zone,
+    text_unsigned, text_year,
+)
+
+PROTOCOL = "avro"
+DECIMAL_MODES = ("precise", "string")
+BIGINT_UNSIGNED_MODES = ("long", "string")
+EXTENSION_FIELDS = frozenset({"_tidb_op", "_tidb_commit_ts", "_tidb_commit_physical_time",
+                              "_tidb_row_level_checksum", "_tidb_corrupted", "_tidb_checksum_version"})
+_OPS = {"c": "insert", "u": "update"}
+_U64 = 1 << 64
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
+_DATETIME_RE = re.compile(r"\d{4}-(0\d|1[0-2])-([0-2]\d|3[01]) ([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?\Z")
+_TIME_RE = re.compile(r"-?\d{2,3}:\d{2}:\d{2}(\.\d{1,6})?\Z")
+_UNESCAPED_COMMA = re.compile(r"(?<!\\),")
+
+# tidb_type -> Avro types TiCDC writes for it (FLOAT is `float` in practice, `double` in the docs)
+_AVRO_TYPES = {
+    "INT": ("int",), "INT UNSIGNED": ("int", "long"), "BIGINT": ("long",), "BIGINT UNSIGNED": ("long", "string"),
+    "FLOAT": ("float", "double"), "DOUBLE": ("double",), "BIT": ("bytes",), "DECIMAL": ("bytes", "string"),
+    "TEXT": ("string",), "BLOB": ("bytes",), "ENUM": ("string",), "SET": ("string",), "JSON": ("string",),
+    "DATE": ("string",), "DATETIME": ("string",), "TIMESTAMP": ("string",), "TIME": ("string",), "YEAR": ("int",),
+}
+
+
+def time_zone(name: str | None) -> dt.tzinfo:
+    """`UTC`, an IANA zone name (`Asia/Shanghai`), or a fixed offset (`+08:00`)."""
+    if not name or name.upper() in ("UTC", "Z"):
+        return dt.timezone.utc
+    if name[0] in "+-" and re.fullmatch(r"[+-]\d{1,2}:\d{2}", name):
+        hours, minutes = name[1:].split(":")
+        delta = dt.timedelta(hours=int(hours), minutes=int(minutes))
+        return dt.timezone(-delta if name[0] == "-" else delta)
+    from zoneinfo import ZoneInfo
+    return ZoneInfo(name)
+
+
+def split_allowed(text: str) -> list[str]:
+    """ENUM/SET labels from `connect.parameters.allowed` (commas inside a label are escaped `\\,`)."""
+    return [part.replace("\\,", ",") for part in _UNESCAPED_COMMA.split(text)]
+
+
+@dataclass(slots=True)
+class WriterSchema:
+    """One registered schema, compiled: where it comes from and how to turn each field into text."""
+    schema_id: int
+    parsed: dict
+    full_name: str
+    database: str
+    table: str
+    fields: tuple[tuple[str, Callable[[Any], str] | None], ...]
+    column_types: dict[str, str]
+    columns: list[dict[str, Any]]
+    extension: bool
+
+
+class AvroDecoder:
+    protocol = PROTOCOL
+    OPTIONS = {
+        "schema-registry-url": (str, None),
+        "schema-registry-username": (str, None),
+        "schema-registry-password": (str, None),
+        "schema-registry-ca-file": (str, None),
+        "enable-tidb-extension": (bool, False),
+        "avro-decimal-handling-mode": (str, "precise"),
+        "avro-bigint-unsigned-handling-mode": (str, "long"),
+        "time-zone": (str, "UTC"),
+    }
+
+    def __init__(self, options: dict):
+        if not options.get("schema-registry-url"):
+            raise ConfigError("protocol avro needs schema-registry-url")
+        if options.get("avro-decimal-handling-mode") not in DECIMAL_MODES:
+            raise ConfigError(f"avro-decimal-handling-mode must be one of {', '.join(DECIMAL_MODES)}")
+        if options.get("avro-bigint-unsigned-handling-mode") not in BIGINT_UNSIGNED_MODES:
+            raise ConfigError(f"avro-bigint-unsigned-handling-mode must be one of {', '.join(BIGINT_UNSIGNED_MODES)}")
+        try:
+            self.zone = time_zone(options.get("time-zone"))
+        except Exception:
+            raise ConfigError(f"time-zone {options.get('time-zone')!r} is not a known zone or offset") from None
+        self.require_extension = bool(options.get("enable-tidb-extension"))
+        try:
+            self.registry = SchemaRegistryClient(options["schema-registry-url"], options.get("schema-registry-username"),
+                                                 options.get("schema-registry-password"),
+                                                 options.get("schema-registry-ca-file"), protocol=PROTOCOL)
+        except DecodeError as exc:
+            raise ConfigError(str(exc)) from None
+        self._schemas: dict[int, WriterSchema] = {}
+        self._last_columns: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    def last_columns(self, database: str, table: str) -> list[dict[str, Any]] | None:
+        """Columns of the writer schema of this table's latest insert/update ({name, type, nullable[, elements]})."""
+        columns = self._last_columns.get((database, table))
+        return None if columns is None else [dict(c) for c in columns]
+
+    def decode(self, key: bytes | None, value: bytes | None, headers=None) -> list[ChangeEvent]:
+        if not key and not value:
+            raise DecodeError(PROTOCOL, "message has neither key nor value", "key")
+        key_schema = key_record = None
+        if key:
+            key_schema, key_record = self._read(key, "key")
+        if not value:
+            return [self._delete(key_schema, key_record)]
+        schema, record = self._read(value, "value")
+        if key_schema is not None and key_schema.full_name != schema.full_name:
+            raise DecodeError(PROTOCOL, f"key is a {key_schema.full_name} record but value a {schema.full_name}", "key")
+        after = _convert(schema, record, "value")
+        self._last_columns[(schema.database, schema.table)] = schema.columns
+        key_columns = [name for name, _ in key_schema.fields] if key_schema is not None else []
+        if schema.extension:
+            op = _OPS.get(record.get("_tidb_op"))
+            if op is None:
+                raise DecodeError(PROTOCOL, f"_tidb_op is {record.get('_tidb_op')!r}, expected 'c' or 'u'", "value._tidb_op")
+            commit_ts = record.get("_tidb_commit_ts")
+            if not isinstance(commit_ts, int) or commit_ts <= 0:
+                raise DecodeError(PROTOCOL, f"_tidb_commit_ts is {commit_ts!r}, not a TiDB timestamp", "value._tidb_commit_ts")
+            flags = ["old_value_missing", "types_partial"] if op == "update" else ["types_partial"]
+        else:
+            op, commit_ts, flags = "insert", None, ["commit_ts_inferred", "types_partial"]
+        return [ChangeEvent(kind="row", op=op, database=schema.database, table=schema.table, commit_ts=commit_ts,
+                            key_columns=key_columns, before=None, after=after,
+                            column_types=dict(schema.column_types), flags=flags)]
+
+    def _delete(self, key_schema: WriterSchema, key_record: dict) -> ChangeEvent:
+        before = _convert(key_schema, key_record, "key")
+        return ChangeEvent(kind="row", op="delete", database=key_schema.database, table=key_schema.table,
+                           commit_ts=None, key_columns=[name for name, _ in key_schema.fields], before=before,
+                           after=None, column_types=dict(key_schema.column_types),
+                           flags=["commit_ts_inferred", "handle_key_only", "types_partial"])
+
+    def _read(self, data: bytes, part: str) -> tuple[WriterSchema, dict]:
+        if len(data) < 5:
+            raise DecodeError(PROTOCOL, f"{part} is {len(data)} bytes, shorter than the 5-byte Confluent header", part)
+        if data[0] != 0:
+            raise DecodeError(PROTOCOL, f"{part} starts with magic byte 0x{data[0]:02x}, expected 0x00", f"{part} byte 0")
+        schema_id = int.from_bytes(data[1:5], "big")
+        schema = self._schemas.get(schema_id)
+        if schema is None:
+            schema = self._schemas[schema_id] = self._load(schema_id, part)
+        stream = io.BytesIO(data)
+        stream.seek(5)
+        try:
+            record = schemaless_reader(stream, schema.parsed, None)
+        except Exception as exc:
+            raise DecodeError(PROTOCOL, f"{part} is not valid Avro for schema id {schema_id}: "
+                              f"{type(exc).__name__}: {str(exc)[:200]}", part) from None
+        if stream.tell() != len(data):
+            raise DecodeError(PROTOCOL, f"{part} has {len(data) - stream.tell()} bytes after the Avro record "
+                              f"of schema id {schema_id}", part)
+        return schema, record
+
+    def _load(self, schema_id: int, part: str) -> WriterSchema:
+        text = self.registry.schema(schema_id)
+        where = f"{part} schema id {schema_id}"
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            raise DecodeError(PROTOCOL, f"schema id {schema_id} is not JSON", where) from None
+        schema = _compile(schema_id, doc, self.zone, where)
+        if part == "value" and self.require_extension and not schema.extension:
+            raise DecodeError(PROTOCOL, f"enable-tidb-extension is set but value schema id {schema_id} has no "
+                              f"_tidb_op/_tidb_commit_ts", where)
+        return schema
+
+
+def _convert(schema: WriterSchema, record: dict, part: str) -> dict[str, str | None]:
+    row: dict[str, str | None] = {}
+    name = None
+    try:
+        for name, convert in schema.fields:
+            value = record[name]
+            row[name] = value if value is None or convert is None else convert(value)
+    except (ValueError, TypeError, ArithmeticError, KeyError) as exc:
+        raise DecodeError(PROTOCOL, f"column {name} of {schema.full_name}: {type(exc).__name__}: {str(exc)[:200]}",
+                          f"{part}.{name}") from None
+    return row
+
+
+def _compile(schema_id: int, doc: Any, zone: dt.tzinfo, where: str) -> WriterSchema:
+    """Check a TiCDC writer schema and build its field converters."""
+    def bad(reason: str) -> DecodeError:
+        return DecodeError(PROTOCOL, f"schema id {schema_id}: {reason}", where)
+
+    if not isinstance(doc, dict) or doc.get("type") != "record" or not isinstance(doc.get("fields"), list):
+        raise bad("not an Avro record schema")
+    name, namespace = doc.get("name"), doc.get("namespace")
+    if not isinstance(name, str) or not isinstance(namespace, str) or "." not in namespace:
+        raise bad("record namespace is not `<changefeed namespace>.<database>`")
+    database = namespace.split(".", 1)[1]
+    fields, column_types, columns, extension = [], {}, [], False
+    for field in doc["fields"]:
+        if not isinstance(field, dict) or not isinstance(field.get("name"), str):
+            raise bad("a field without a name")
+        field_name, field_type = field["name"], field.get("type")
+        nullable = isinstance(field_type, list) and "null" in field_type
+        if isinstance(field_type, list):
+            branches = [b for b in field_type if b != "null"]
+            if len(branches) != 1:
+                raise bad(f"field {field_name} is a union of {len(branches)} types, not a nullable column")
+            field_type = branches[0]
+        params = field_type.get("connect.parameters") if isinstance(field_type, dict) else None
+        tidb_type = params.get("tidb_type") if isinstance(params, dict) else None
+        if tidb_type is None:
+            if field_name in EXTENSION_FIELDS:
+                extension = extension or field_name == "_tidb_commit_ts"
+                continue
+            raise bad(f"field {field_name} has no connect.parameters.tidb_type")
+        avro_type = field_type.get("type")
+        if tidb_type not in _AVRO_TYPES:
+            raise bad(f"field {field_name} has unknown tidb_type {tidb_type!r}")
+        if avro_type not in _AVRO_TYPES[tidb_type]:
+            raise bad(f"field {field_name}: tidb_type {tidb_type} cannot be Avro {avro_type!r}")
+        try:
+            convert, canonical, elements = _converter(tidb_type, field_type, zone)
+        except ValueError as exc:
+            raise bad(f"field {field_name}: {exc}") from None
+        fields.append((field_name, convert))
+        column_types[field_name] = canonical
+        column = {"name": field_name, "type": canonical, "nullable": nullable}
+        if elements is not None:
+            column["elements"] = elements
+        columns.append(column)
+    try:
+        parsed = parse_schema(doc)
+    except Exception as exc:
+        raise bad(f"fastavro rejects it: {type(exc).__name__}: {str(exc)[:200]}") from None
+    return WriterSchema(schema_id, parsed, f"{namespace}.{name}", database, name, tuple(fields),
+                        column_types, columns, extension)
+
+
+def _converter(tidb_type: str, field_type: dict, zone: dt.tzinfo):
+    """(raw Avro value -> canonical text or None for as-is, canonical type, ENUM/SET labels or None)."""
+    avro_type = field_type["type"]
+    if tidb_type == "INT" or tidb_type == "BIGINT":
+        return str, canonical_type(tidb_type), None
+    if tidb_type == "INT UNSIGNED":
+        return _non_negative, "int unsigned", None
+    if tidb_type == "BIGINT UNSIGNED":
+        return (_bigint_unsigned_text if avro_type == "string" else text_unsigned), "bigint unsigned", None
+    if tidb_type == "YEAR":
+        return _year, "year", None
+    if tidb_type == "FLOAT":
+        return _finite(text_float), "float", None
+    if tidb_type == "DOUBLE":
+        return _finite(text_double), "double", None
+    if tidb_type == "BIT":
+        return _bit, "bit", None
+    if tidb_type == "DECIMAL":
+        if avro_type == "string":
+            return _decimal_text, "decimal", None
+        precision, scale = field_type.get("precision"), field_type.get("scale", 0)
+        if field_type.get("logicalType") != "decimal" or not isinstance(precision, int) or not isinstance(scale, int):
+            raise ValueError("DECIMAL bytes without logicalType decimal, precision and scale")
+        return _decimal_bytes(precision, scale), f"decimal({precision},{scale})", None
+    if tidb_type == "BLOB":
+        return text_bytes, "blob", None
+    if tidb_type in ("ENUM", "SET"):
+        allowed = field_type["connect.parameters"].get("allowed")
+        elements = split_allowed(allowed) if isinstance(allowed, str) else None
+        check = (_enum_check if tidb_type == "ENUM" else _set_check)(elements)
+        return check, tidb_type.lower(), elements
+    if tidb_type == "DATE":
+        return _date, "date", None
+    if tidb_type == "DATETIME":
+        return _datetime, "datetime", None
+    if tidb_type == "TIMESTAMP":
+        if zone is dt.timezone.utc:
+            return _datetime, "timestamp", None
+        return (lambda text: _timestamp(text, zone)), "timestamp", None
+    if tidb_type == "TIME":
+        return _time, "time", None
+    return None, tidb_type.lower(), None  # TEXT and JSON: the string as sent
+
+
+def _non_negative(value: int) -> str:
+    if value < 0:
+        raise ValueError(f"unsigned column holds {value}")
+    return str(value)
+
+
+def _bigint_unsigned_text(text: str) -> str:
+    if not (text.isascii() and text.isdigit()) or int(text) >= _U64:
+        raise ValueError(f"{text[:40]!r} is not a BIGINT UNSIGNED")
+    return str(int(text))
+
+
+def _year(value: int) -> str:
+    if not 0 <= value <= 2155:
+        raise ValueError(f"{value} is not a YEAR")
+    return text_year(value)
+
+
+def _finite(text: Callable[[float], str]) -> Callable[[float], str]:
+    """MySQL stores no NaN or infinity: such a value is a corrupt message."""
+    def convert(value: float) -> str:
+        if value - value != 0:
+            raise ValueError(f"{value} is not a finite number")
+        return text(value)
+    return convert
+
+
+def _bit(raw: bytes) -> str:
+    if len(raw) > 8:
+        raise ValueError(f"BIT value of {len(raw)} bytes is wider than 64 bits")
+    return str(int.from_bytes(raw, "big"))
+
+
+def _decimal_text(text: str) -> str:
+    value = Decimal(text)
+    if not value.is_finite():
+        raise ValueError(f"{text[:40]!r} is not a DECIMAL")
+    return text_decimal(value, None)
+
+
+def _decimal_bytes(precision: int, scale: int) -> Callable[[Decimal], str]:
+    limit = Decimal(10) ** (precision - scale)
+
+    def convert(value: Decimal) -> str:
+        if abs(value) >= limit:
+            raise ValueError(f"{value} does not fit DECIMAL({precision},{scale})")
+        return text_decimal(value, scale)
+    return convert
+
+
+def _enum_check(elements: list[str] | None) -> Callable[[str], str] | None:
+    if elements is None:
+        return None
+    allowed = frozenset(elements) | {""}
+
+    def check(label: str) -> str:
+        if label not in allowed:
+            raise ValueError(f"{label[:40]!r} is not one of the ENUM labels")
+        return label
+    return check
+
+
+def _set_check(elements: list[str] | None) -> Callable[[str], str] | None:
+    if elements is None:
+        return None
+    allowed = frozenset(elements)
+
+    def check(labels: str) -> str:
+        if labels and not allowed.issuperset(labels.split(",")):
+            raise ValueError(f"{labels[:40]!r} is not a subset of the SET labels")
+        return labels
+    return check
+
+
+def _date(text: str) -> str:
+    if not _DATE_RE.match(text):
+        raise ValueError(f"{text[:40]!r} is not a DATE")
+    return text
+
+
+def _datetime(text: str) -> str:
+    """TiDB already renders DATETIME (and TIMESTAMP in UTC) as canonical text: check it, keep it."""
+    if not _DATETIME_RE.match(text):
+        raise ValueError(f"{text[:40]!r} is not a DATETIME")
+    return text
+
+
+def _timestamp(text: str, zone: dt.tzinfo) -> str:
+    return text_timestamp_from_zone(text, zone)
+
+
+def _time(text: str) -> str:
+    if not _TIME_RE.match(text):
+        raise ValueError(f"{text[:40]!r} is not a TIME")
+    return text

@@ -1,0 +1,508 @@
+"""Canal-JSON (TiCDC `protocol=canal-json`): one JSON object per Kafka value, key empty.
+
+What the messages carry and what they lose is documented once, in the docstring of
+`spark_jobs.simulator.canal_json.expected`. This module turns a message into canonical change
+events; per-column converters are built once per distinct `mysqlType` map and cached, so the
+per-value work is one dict lookup and, for non-text columns, one small function call.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import orjson
+
+from spark_jobs.codecs.errors import ConfigError, DecodeError
+from spark_jobs.codecs.events import ChangeEvent
+from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
+from spark_jobs.codecs.values import (
+    CHAR_TYPES, INTEGER_TYPES, canonical_type, decimal_scale, enum_elements, int_bits,
+    parse_type, text_bytes, text_decimal, text_double, text_enum, text_float, text_set,
+    text_timestamp_from_zone, text_unsigned, text_year,
+)
+
+PROTOCOL = "canal-json"
+WATERMARK_TYPE = "TIDB_WATERMARK"
+_ROW_OPS = {"INSERT": "insert", "UPDATE": "update", "DELETE": "delete"}
+# Exceptions a converter or a malformed document may raise; all become a DecodeError.
+_BAD_INPUT = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError)
+_TYPE_CACHE_LIMIT = 4096
+
+
+# ---- per-value converters (str -> canonical str); each raises ValueError on a bad value ----------
+
+def _signed(v: str) -> str:
+    if v.isdigit() and v.isascii():
+        return v if v[0] != "0" or len(v) == 1 else str(int(v))
+    if v[:1] == "-" and v[1:].isdigit() and v.isascii():
+        return str(int(v))
+    raise ValueError(f"not an integer: {v!r}")
+
+
+def _unsigned_of(bits: int):
+    def convert(v: str) -> str:
+        if v.isdigit() and v.isascii():
+            return v if v[0] != "0" or len(v) == 1 else str(int(v))
+        return text_unsigned(_signed(v), bits)
+    convert.integer = True
+    return convert
+
+
+_unsigned_64 = _unsigned_of(64)
+
+
+def _bit(v: str) -> str:
+    if v.isdigit() and v.isascii():
+        return str(int(v))
+    raise ValueError(f"not a BIT value: {v!r}")
+
+
+def _year(v: str) -> str:
+    return text_year(_signed(v))
+
+
+def _decimal_of(scale: int | None):
+    def convert(v: str) -> str:
+        digits = v[1:] if v[:1] == "-" else v
+        whole, dot, fraction = digits.partition(".")
+        if (whole.isdigit() and digits.isascii() and (whole[0] != "0" or len(whole) == 1)
+                and (fraction.isdigit() if dot else scale in (None, 0)) and (scale is None or len(fraction) == scale)
+                and not (digits is not v and digits.strip("0.") == "")):
+            return v
+        d = Decimal(v)
+        if not d.is_finite():
+            raise ValueError(f"not a decimal: {v!r}")
+        return text_decimal(d, scale)
+    return convert
+
+
+def _date(v: str) -> str:
+    if len(v) == 10 and v[4] == "-" and v[7] == "-":
+        return v
+    raise ValueError(f"not a DATE: {v!r}")
+
+
+def _datetime(v: str) -> str:
+    if len(v) >= 19 and v[10] == " " and v[13] == ":" and v[4] == "-":
+        return v
+    raise ValueError(f"not a DATETIME: {v!r}")
+
+
+def _time(v: str) -> str:
+    if v.count(":") == 2:
+        return v
+    raise ValueError(f"not a TIME: {v!r}")
+
+
+def _timestamp_in(zone: dt.tzinfo | None):
+    """TIMESTAMP text in the changefeed's zone -> UTC text.
+
+    The zone offset is looked up once per local minute (offsets and DST transitions fall on whole
+    minutes); the seconds and fraction are carried over as sent. A minute whose offset has seconds
+    (historic local mean time) is converted value by value.
+    """
+    if zone is None:
+        return _datetime
+    utc_minutes: dict[str, str | None] = {}
+
+    def convert(v: str) -> str:
+        _datetime(v)
+        minute = v[:16]
+        utc = utc_minutes.get(minute, "")
+        if utc == "":
+            if len(utc_minutes) >= 65536:
+                utc_minutes.clear()
+            start = text_timestamp_from_zone(minute + ":00", zone)
+            utc = utc_minutes[minute] = start[:16] if start.endswith(":00") and not v.startswith("0000") else None
+        if utc is None:
+            return text_timestamp_from_zone(v, zone)
+        return utc + v[16:]
+    return convert
+
+
+def _enum_of(elements: list[str] | None):
+    if elements is None:
+        return _bit
+
+    def convert(v: str) -> str:
+        index = int(_bit(v))
+        if index > len(elements):
+            raise ValueError(f"ENUM index {index} beyond {len(elements)} elements")
+        return text_enum(index, elements)[0]
+    return convert
+
+
+def _set_of(elements: list[str] | None):
+    if elements is None:
+        return _bit
+
+    def convert(v: str) -> str:
+        mask = int(_bit(v))
+        if mask >> len(elements):
+            raise ValueError(f"SET bitmask {mask} beyond {len(elements)} elements")
+        return text_set(mask, elements)[0]
+    return convert
+
+
+def _binary(v: str) -> str:
+    return text_bytes(v.encode("latin-1"))
+
+
+class _ColumnTypes:
+    """Converters, canonical types and flags for one `mysqlType` map (cached per distinct map)."""
+
+    __slots__ = ("converters", "integers", "converting", "column_types", "flags", "mysql_types")
+
+    def __init__(self, mysql_types: dict, zone: dt.tzinfo | None):
+        self.converters: dict[str, object] = {}   # None: the text passes as sent
+        self.column_types: dict[str, str] = {}
+        flags = set()
+        for name, definition in mysql_types.items():
+            if type(definition) is not str:
+                raise DecodeError(PROTOCOL, f"mysqlType of {name!r} is not a string", f"mysqlType.{name}")
+            try:
+                self.converters[name], partial, enum_index = _converter(definition, zone)
+                self.column_types[name] = canonical_type(definition)
+            except _BAD_INPUT:
+                raise DecodeError(PROTOCOL, f"unknown mysqlType {definition!r}", f"mysqlType.{name}") from None
+            if partial:
+                flags.add("types_partial")
+            if enum_index:
+                flags.add("enum_index")
+        self.flags = tuple(sorted(flags))
+        # integer columns whose plain digits are already canonical: checked inline, converted only if not
+        self.integers = [(n, c) for n, c in self.converters.items() if c is _signed or c is _unsigned_64
+                         or getattr(c, "integer", False)]
+        self.converting = [(n, c) for n, c in self.converters.items()
+                           if c is not None and (n, c) not in self.integers]
+        self.mysql_types = dict(mysql_types)
+
+
+def _converter(definition: str, zone: dt.tzinfo | None):
+    """(converter, scale unknown, enum index only) for one column's mysqlType text."""
+    base, args, unsigned = parse_type(definition)
+    lowered = definition.lower()
+    if "binary" in lowered or "blob" in lowered:
+        return _binary, False, False
+    if base in INTEGER_TYPES:
+        if not unsigned:
+            return _signed, False, False
+        return (_unsigned_64 if base == "bigint" else _unsigned_of(int_bits(base))), False, False
+    if base in CHAR_TYPES or base in ("json", "var_string", "vector"):
+        return None, False, False
+    if base == "decimal":
+        scale = decimal_scale(definition)
+        return _decimal_of(scale), scale is None, False
+    if base in ("enum", "set"):
+        elements = enum_elements(definition) if args is not None else None
+        return (_enum_of if base == "enum" else _set_of)(elements), False, elements is None
+    simple = {"float": text_float, "double": text_double, "bit": _bit, "year": _year, "date": _date,
+              "datetime": _datetime, "time": _time}
+    if base in simple:
+        return simple[base], False, False
+    if base == "timestamp":
+        return _timestamp_in(zone), False, False
+    raise ValueError(f"unknown MySQL type {definition!r}")
+
+
+# ---- DDL classification -------------------------------------------------------------------------
+
+_IDENT = r"(?:`(?:[^`]|``)*`|[^\s`.(]+)"
+_TABLE_NAME = rf"{_IDENT}(?:\s*\.\s*{_IDENT})?"
+_DDL_PATTERNS = [(re.compile(p, re.I | re.S), kind) for p, kind in (
+    (r"create\s+(?:database|schema)\b", "create_database"),
+    (r"drop\s+(?:database|schema)\b", "drop_database"),
+    (r"create\s+(?:temporary\s+)?table\b", "create_table"),
+    (r"drop\s+(?:temporary\s+)?tables?\b", "drop_table"),
+    (r"rename\s+tables?\b", "rename_table"),
+    (r"truncate\b", "truncate_table"),
+    (r"create\s+(?:unique\s+|fulltext\s+|spatial\s+)?index\b", "create_index"),
+    (r"drop\s+index\b", "drop_index"),
+)]
+_ALTER = re.compile(rf"alter\s+(?:online\s+|offline\s+)?(?:ignore\s+)?table\s+{_TABLE_NAME}\s*(.*)$", re.I | re.S)
+_INDEX_WORDS = ("index", "key", "unique", "primary", "fulltext", "spatial", "constraint", "foreign", "check")
+_CANAL_DDL_TYPES = {"CREATE": "create_table", "ERASE": "drop_table", "RENAME": "rename_table",
+                    "TRUNCATE": "truncate_table", "CINDEX": "create_index", "DINDEX": "drop_index"}
+_COMMENT = re.compile(r"/\*.*?\*/|^\s*(?:--|#)[^\n]*\n", re.S)
+
+
+def classify_ddl(canal_type: str, sql: str) -> str:
+    """The canonical ddl_type of a statement; the canal `type` decides when the SQL is not recognized."""
+    text = _COMMENT.sub(" ", sql).strip()
+    for pattern, kind in _DDL_PATTERNS:
+        if pattern.match(text):
+            return kind
+    alter = _ALTER.match(text)
+    if alter:
+        kind = _alter_clause(alter.group(1))
+        if kind:
+            return kind
+    return _CANAL_DDL_TYPES.get(canal_type, "other")
+
+
+def _alter_clause(clauses: str) -> str | None:
+    words = re.findall(r"`(?:[^`]|``)*`|\w+", clauses.lower())
+    if not words:
+        return None
+    first, rest = words[0], words[1:]
+    second = rest[0] if rest else ""
+    if first == "add":
+        if second in _INDEX_WORDS:
+            return "other" if second in ("foreign", "check") else "create_index"
+        return "other" if second == "partition" else "add_column"
+    if first == "drop":
+        if second in ("index", "key", "primary"):
+            return "drop_index"
+        if second in ("foreign", "constraint", "check", "partition"):
+            return "other"
+        return "drop_column"
+    if first == "modify":
+        return "modify_column"
+    if first == "change":
+        names = rest[1:3] if second == "column" else rest[0:2]
+        if len(names) == 2 and names[0].strip("`") != names[1].strip("`"):
+            return "rename_column"
+        return "modify_column"
+    if first == "rename":
+        if second == "column":
+            return "rename_column"
+        if second in ("index", "key"):
+            return "other"
+        return "rename_table"
+    if first == "alter":
+        return "other" if second in ("index", "check", "constraint") else "modify_column"
+    return None
+
+
+# ---- the decoder ---------------------------------------------------------------------------------
+
+def _zone(name: str) -> dt.tzinfo | None:
+    if not name or name.upper() in ("UTC", "Z", "+00:00", "ETC/UTC"):
+        return None
+    match = re.fullmatch(r"([+-])(\d{1,2}):(\d{2})", name)
+    if match:
+        delta = dt.timedelta(hours=int(match.group(2)), minutes=int(match.group(3)))
+        return dt.timezone(-delta if match.group(1) == "-" else delta)
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"option 'time-zone' for protocol {PROTOCOL}: unknown time zone {name!r}") from None
+
+
+class CanalJsonDecoder:
+    """TiCDC Canal-JSON messages -> canonical change events."""
+
+    protocol = PROTOCOL
+    OPTIONS = {
+        "enable-tidb-extension": (bool, False),
+        "content-compatible": (bool, False),
+        "only-output-updated-columns": (bool, False),
+        "large-message-handle-compression": (str, "none"),
+        "claim-check-raw-value": (bool, False),
+        "time-zone": (str, "UTC"),
+    }
+
+    def __init__(self, options: dict):
+        self._compression = options.get("large-message-handle-compression") or "none"
+        if self._compression not in COMPRESSIONS:
+            raise ConfigError(f"option 'large-message-handle-compression' for protocol {PROTOCOL} must be one of "
+                              f"{', '.join(COMPRESSIONS)}, got {self._compression!r}")
+        self._old_is_partial = bool(options.get("only-output-updated-columns") or options.get("content-compatible"))
+        self._claim_check_raw = bool(options.get("claim-check-raw-value"))
+        self._zone = _zone(options.get("time-zone") or "UTC")
+        self._types: dict[tuple, _ColumnTypes] = {}
+        self._last_types: dict[tuple, _ColumnTypes] = {}
+
+    def decode(self, key: bytes | None, value: bytes | None, headers=None) -> list[ChangeEvent]:
+        if not value:
+            raise DecodeError(PROTOCOL, "message has no value", "value")
+        events: list[ChangeEvent] = []
+        for doc in self._documents(value):
+            self._decode_document(doc, events, claim_checked=False)
+        return events
+
+    def _documents(self, value: bytes) -> list:
+        if self._compression != "none":
+            value = decompress(PROTOCOL, value, self._compression)
+        try:
+            return [orjson.loads(value)]
+        except orjson.JSONDecodeError as exc:
+            error = exc
+        if b"\n" in value:  # several messages joined by "\n" (TiCDC's batch/terminator framing)
+            try:
+                return [orjson.loads(line) for line in value.split(b"\n") if line.strip()]
+            except orjson.JSONDecodeError:
+                pass
+        raise DecodeError(PROTOCOL, f"value is not JSON: {error}", "value")
+
+    def _decode_document(self, doc, out: list, claim_checked: bool) -> None:
+        if type(doc) is not dict:
+            raise DecodeError(PROTOCOL, f"message is a JSON {type(doc).__name__}, not an object", "value")
+        tidb = doc.get("_tidb")
+        if tidb is not None:
+            if type(tidb) is not dict:
+                raise DecodeError(PROTOCOL, "_tidb is not an object", "_tidb")
+            location = tidb.get("claimCheckLocation")
+            if location is not None:
+                if claim_checked or type(location) is not str or not location:
+                    raise DecodeError(PROTOCOL, "claimCheckLocation is not a file location", "_tidb.claimCheckLocation")
+                self._decode_claim_check(location, out)
+                return
+        is_ddl = doc.get("isDdl")
+        kind = doc.get("type")
+        if type(is_ddl) is not bool:
+            raise DecodeError(PROTOCOL, f"isDdl must be a boolean, got {_shown(is_ddl)}", "isDdl")
+        if type(kind) is not str:
+            raise DecodeError(PROTOCOL, f"type must be a string, got {_shown(kind)}", "type")
+        if is_ddl:
+            out.append(self._ddl(doc, kind, tidb))
+        elif kind == WATERMARK_TYPE:
+            ts = tidb.get("watermarkTs", 0) if tidb is not None else None
+            if type(ts) is not int or ts < 0:
+                raise DecodeError(PROTOCOL, f"watermarkTs must be a non-negative integer, got {_shown(ts)}",
+                                  "_tidb.watermarkTs")
+            out.append(ChangeEvent(kind="watermark", commit_ts=ts))
+        else:
+            op = _ROW_OPS.get(kind)
+            if op is None:
+                raise DecodeError(PROTOCOL, f"unknown event type {kind!r}", "type")
+            self._rows(doc, op, tidb, out, claim_checked)
+
+    def _decode_claim_check(self, location: str, out: list) -> None:
+        _, value = read_claim_check(PROTOCOL, location, self._claim_check_raw)
+        if self._compression != "none":
+            value = decompress(PROTOCOL, value, self._compression)
+        try:
+            doc = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(PROTOCOL, f"claim-check file {location} holds no JSON message: {exc}",
+                              "_tidb.claimCheckLocation") from None
+        self._decode_document(doc, out, claim_checked=True)
+
+    def _commit_ts(self, doc: dict, tidb: dict | None) -> tuple[int, bool]:
+        """(commit_ts, inferred): `_tidb.commitTs`, else the millisecond `es` shifted into a TSO."""
+        if tidb is not None and "commitTs" in tidb:
+            ts = tidb["commitTs"]
+            if type(ts) is not int or ts < 0:
+                raise DecodeError(PROTOCOL, f"commitTs must be a non-negative integer, got {_shown(ts)}", "_tidb.commitTs")
+            return ts, False
+        es = doc.get("es")
+        if type(es) is not int or es < 0:
+            raise DecodeError(PROTOCOL, f"es must be a non-negative integer, got {_shown(es)}", "es")
+        return es << 18, True
+
+    def _names(self, doc: dict) -> tuple[str | None, str | None]:
+        database, table = doc.get("database"), doc.get("table")
+        if type(database) is not str:
+            raise DecodeError(PROTOCOL, f"database must be a string, got {_shown(database)}", "database")
+        if type(table) is not str:
+            raise DecodeError(PROTOCOL, f"table must be a string, got {_shown(table)}", "table")
+        return database or None, table or None
+
+    def _ddl(self, doc: dict, kind: str, tidb: dict | None) -> ChangeEvent:
+        database, table = self._names(doc)
+        sql = doc.get("sql")
+        if type(sql) is not str or not sql.strip():
+            raise DecodeError(PROTOCOL, f"a DDL needs its statement in sql, got {_shown(sql)}", "sql")
+        commit_ts, inferred = self._commit_ts(doc, tidb)
+        return ChangeEvent(kind="ddl", database=database, table=table, commit_ts=commit_ts,
+                           ddl_type=classify_ddl(kind, sql), ddl_sql=sql,
+                           flags=["commit_ts_inferred"] if inferred else [])
+
+    def _column_types(self, database, table, mysql_types) -> _ColumnTypes:
+        """Converters for this mysqlType map: the table's last map if equal, else by the map's items."""
+        if type(mysql_types) is not dict:
+            raise DecodeError(PROTOCOL, f"mysqlType must be an object, got {_shown(mysql_types)}", "mysqlType")
+        last = self._last_types.get((database, table))
+        if last is not None and last.mysql_types == mysql_types:
+            return last
+        found = self._types_by_items(mysql_types)
+        if len(self._last_types) >= _TYPE_CACHE_LIMIT:
+            self._last_types.clear()
+        self._last_types[(database, table)] = found
+        return found
+
+    def _types_by_items(self, mysql_types: dict) -> _ColumnTypes:
+        cache_key = tuple(mysql_types.items())
+        found = self._types.get(cache_key)
+        if found is None:
+            if len(self._types) >= _TYPE_CACHE_LIMIT:
+                self._types.clear()
+            found = self._types[cache_key] = _ColumnTypes(mysql_types, self._zone)
+        return found
+
+    def _rows(self, doc: dict, op: str, tidb: dict | None, out: list, claim_checked: bool) -> None:
+        database, table = self._names(doc)
+        commit_ts, inferred = self._commit_ts(doc, tidb)
+        types = self._column_types(database, table, doc.get("mysqlType"))
+        key_columns = doc.get("pkNames")
+        if key_columns is None:
+            key_columns = []
+        elif type(key_columns) is not list or not set(map(type, key_columns)) <= _TEXT:
+            raise DecodeError(PROTOCOL, f"pkNames must be a list of names, got {_shown(key_columns)}", "pkNames")
+        data = doc.get("data")
+        if type(data) is not list or not data:
+            raise DecodeError(PROTOCOL, f"data must be a non-empty list of rows, got {_shown(data)}", "data")
+        old = doc.get("old")
+        if op == "update" and (type(old) is not list or len(old) != len(data)):
+            raise DecodeError(PROTOCOL, f"an UPDATE needs one old row per data row, got {_shown(old)}", "old")
+        flags = types.flags
+        if inferred or tidb is not None or claim_checked:
+            extra = ["commit_ts_inferred"] if inferred else []
+            if tidb is not None and tidb.get("onlyHandleKey") is True:
+                extra.append("handle_key_only")
+            if claim_checked:
+                extra.append("claim_check")
+            flags = flags + tuple(extra)
+        column_types = types.column_types
+        for index, row in enumerate(data):
+            _convert_row(row, types, "data", index)
+            if op == "insert":
+                before, after, row_flags = None, row, flags
+            elif op == "delete":
+                before, after, row_flags = row, None, flags
+            else:
+                after, before, row_flags = row, _convert_row(old[index], types, "old", index), flags
+                if self._old_is_partial or before.keys() != row.keys():
+                    row_flags = flags + ("old_value_partial",)
+                    before = {**row, **before}
+            out.append(ChangeEvent("row", database, table, commit_ts, op, key_columns if index == 0 else list(key_columns),
+                                   before, after, column_types.copy(), None, None, None, None, list(row_flags)))
+
+
+_TEXT = frozenset((str,))
+_TEXT_OR_NULL = frozenset((str, type(None)))
+
+
+def _convert_row(raw, types: _ColumnTypes, image: str, index: int) -> dict:
+    """Convert one row in place: every value must be text or null, every column typed."""
+    if type(raw) is not dict:
+        raise DecodeError(PROTOCOL, f"a row must be an object, got {_shown(raw)}", f"{image}[{index}]")
+    if not raw.keys() <= types.converters.keys():
+        name = next(n for n in raw if n not in types.converters)
+        raise DecodeError(PROTOCOL, f"column {name!r} has no mysqlType", f"{image}[{index}].{name}")
+    if not set(map(type, raw.values())) <= _TEXT_OR_NULL:
+        name = next(n for n, v in raw.items() if type(v) not in _TEXT_OR_NULL)
+        raise DecodeError(PROTOCOL, f"value of column {name!r} must be a string or null, got {_shown(raw[name])}",
+                          f"{image}[{index}].{name}")
+    name = None
+    try:
+        for name, convert in types.integers:
+            v = raw.get(name)
+            if v is not None and not (v.isdigit() and v.isascii() and (v[0] != "0" or len(v) == 1)):
+                raw[name] = convert(v)
+        for name, convert in types.converting:
+            v = raw.get(name)
+            if v is not None:
+                raw[name] = convert(v)
+    except _BAD_INPUT as exc:
+        raise DecodeError(PROTOCOL, f"bad value for column {name!r}: {exc}", f"{image}[{index}].{name}") from None
+    return raw
+
+
+def _shown(value) -> str:
+    text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode() if value is not None else "null"
+    return text if len(text) <= 60 else text[:57] + "..."

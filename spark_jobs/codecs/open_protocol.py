@@ -1,0 +1,604 @@
+"""TiCDC Open Protocol: batched key/value items in, canonical change events out.
+
+Framing (protocols/open.md): the key is an 8-byte big-endian version (1) followed by repeated
+[8-byte BE length][key JSON]; the value is repeated [8-byte BE length][value JSON]; the n-th key item
+pairs with the n-th value item. Key `t`: 1 row, 2 DDL, 3 resolved.
+
+What the protocol does not carry, and so what the events cannot say (flags name it per event):
+- DECIMAL precision and scale (`decimal`, `types_partial`; the digits keep the scale as sent);
+- ENUM/SET labels (index / bitmask, `enum_index`);
+- TIME fractional seconds: TiCDC writes TIME with no fraction (`fsp_unknown`);
+- an update's before image when old value is off: TiCDC then sends `u` only, which is an insert on
+  the wire, so every `u`-only row is an insert flagged `old_value_missing` under `enable-old-value=false`;
+- with only-output-updated-columns `p` holds only changed columns; the rest are refilled from `u`
+  (`old_value_partial`);
+- the table schema on DDL (only the statement and TiDB's action type are sent).
+Numeric columns holding a JSON string (hand-made messages, e.g. TiCDC's Java example) keep the
+string as sent, as TiCDC's own consumer does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import re
+import zoneinfo
+
+import orjson
+
+from spark_jobs.codecs.errors import ConfigError, DecodeError
+from spark_jobs.codecs.events import ChangeEvent
+from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
+from spark_jobs.codecs.values import (
+    int_bits, text_bytes, text_double, text_float, text_timestamp_from_zone, text_unsigned, text_year,
+)
+
+PROTOCOL = "open"
+BATCH_VERSION = 1
+
+MESSAGE_ROW, MESSAGE_DDL, MESSAGE_RESOLVED = 1, 2, 3
+
+BINARY_FLAG = 0x01
+HANDLE_KEY_FLAG = 0x02
+UNSIGNED_FLAG = 0x80
+
+# MySQL type code -> canonical type (string types: (character, binary) by the Binary flag)
+_INTEGER_TYPES = {1: "tinyint", 2: "smallint", 3: "int", 8: "bigint", 9: "mediumint"}
+_PLAIN_TYPES = {4: "float", 5: "double", 6: "null", 7: "timestamp", 10: "date", 11: "time", 12: "datetime",
+                13: "year", 14: "date", 16: "bit", 225: "vector", 245: "json", 246: "decimal", 247: "enum",
+                248: "set"}
+_STRING_TYPES = {15: ("varchar", "varbinary"), 253: ("varchar", "varbinary"), 254: ("char", "binary"),
+                 249: ("tinytext", "tinyblob"), 250: ("mediumtext", "mediumblob"),
+                 251: ("longtext", "longblob"), 252: ("text", "blob")}
+
+
+def _canonical_type_table() -> dict[int, str]:
+    """(code << 8 | flag & 0x81) -> canonical type, so one dict lookup types a column."""
+    table = {}
+    for low in (0, BINARY_FLAG, UNSIGNED_FLAG, BINARY_FLAG | UNSIGNED_FLAG):
+        for code, name in _INTEGER_TYPES.items():
+            table[code << 8 | low] = name + (" unsigned" if low & UNSIGNED_FLAG else "")
+        for code, name in _PLAIN_TYPES.items():
+            table[code << 8 | low] = name
+        for code, (text_name, binary_name) in _STRING_TYPES.items():
+            table[code << 8 | low] = binary_name if low & BINARY_FLAG else text_name
+    return table
+
+
+CANONICAL_TYPES = _canonical_type_table()
+
+
+# ---- Go strconv.Quote bodies -------------------------------------------------------------------
+
+_GO_SIMPLE_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92, '"': 34}
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_OCTAL_DIGITS = frozenset("01234567")
+
+
+def go_unquote(text: str) -> bytes:
+    """The bytes of a Go strconv.Quote result with its quotes stripped (TiCDC's binary strings)."""
+    pos = text.find("\\")
+    if pos < 0:
+        return text.encode("utf-8")
+    out = bytearray(text[:pos].encode("utf-8"))
+    end = len(text)
+    while True:
+        if pos + 1 >= end:
+            raise ValueError("backslash at the end of a quoted string")
+        kind = text[pos + 1]
+        simple = _GO_SIMPLE_ESCAPES.get(kind)
+        if simple is not None:
+            out.append(simple)
+            pos += 2
+        elif kind == "x" or kind == "u" or kind == "U":
+            width = 2 if kind == "x" else 4 if kind == "u" else 8
+            digits = text[pos + 2:pos + 2 + width]
+            if len(digits) != width or not _HEX_DIGITS.issuperset(digits):
+                raise ValueError(f"bad \\{kind} escape {text[pos:pos + 2 + width]!r}")
+            number = int(digits, 16)
+            if kind == "x":
+                out.append(number)
+            else:
+                if 0xD800 <= number <= 0xDFFF or number > 0x10FFFF:
+                    raise ValueError(f"\\{kind}{digits} is not a valid code point")
+                out += chr(number).encode("utf-8")
+            pos += 2 + width
+        elif kind in _OCTAL_DIGITS:
+            digits = text[pos + 1:pos + 4]
+            if len(digits) != 3 or not _OCTAL_DIGITS.issuperset(digits) or int(digits, 8) > 255:
+                raise ValueError(f"bad octal escape {text[pos:pos + 4]!r}")
+            out.append(int(digits, 8))
+            pos += 4
+        else:
+            raise ValueError(f"unknown escape \\{kind}")
+        following = text.find("\\", pos)
+        if following < 0:
+            out += text[pos:].encode("utf-8")
+            return bytes(out)
+        out += text[pos:following].encode("utf-8")
+        pos = following
+
+
+# ---- DDL classification ------------------------------------------------------------------------
+
+# TiDB ActionType -> ddl_type; 0, 12 (modify column, also renames) and 61 (multi-schema change) are
+# classified by the statement, as is any code TiDB had not assigned when this was written.
+_ACTION_DDL_TYPES = {
+    1: "create_database", 2: "drop_database", 3: "create_table", 4: "drop_table", 5: "add_column",
+    6: "drop_column", 7: "create_index", 8: "drop_index", 11: "truncate_table", 14: "rename_table",
+    32: "create_index", 33: "drop_index", 37: "add_column", 38: "drop_column", 47: "rename_table",
+    48: "drop_index", 60: "create_table",
+}
+_ACTIONS_BY_SQL = {0, 12, 61}
+_LAST_KNOWN_ACTION = 80
+
+_LEADING_COMMENTS = re.compile(r"^\s*(?:/\*.*?\*/\s*|--[^\n]*\n\s*|#[^\n]*\n\s*)*", re.S)
+_IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_STATEMENT_RULES = [
+    (re.compile(r"CREATE\s+(?:TEMPORARY\s+)?TABLE\b", re.I), "create_table"),
+    (re.compile(r"CREATE\s+(?:DATABASE|SCHEMA)\b", re.I), "create_database"),
+    (re.compile(r"DROP\s+(?:DATABASE|SCHEMA)\b", re.I), "drop_database"),
+    (re.compile(r"DROP\s+(?:TEMPORARY\s+)?TABLE\b", re.I), "drop_table"),
+    (re.compile(r"TRUNCATE\b", re.I), "truncate_table"),
+    (re.compile(r"RENAME\s+TABLES?\b", re.I), "rename_table"),
+    (re.compile(r"CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\b", re.I), "create_index"),
+    (re.compile(r"DROP\s+INDEX\b", re.I), "drop_index"),
+]
+_ALTER_TABLE = re.compile(r"ALTER\s+TABLE\s+" + _IDENT + r"(?:\s*\.\s*" + _IDENT + r")?\s+(.*)", re.I | re.S)
+_CHANGE_COLUMN = re.compile(r"CHANGE\s+(?:COLUMN\s+)?(" + _IDENT + r")\s+(" + _IDENT + r")", re.I)
+_ALTER_RULES = [
+    (re.compile(r"RENAME\s+COLUMN\b", re.I), "rename_column"),
+    (re.compile(r"MODIFY\b", re.I), "modify_column"),
+    (re.compile(r"ADD\s+(?:UNIQUE|INDEX|KEY|PRIMARY|CONSTRAINT|FULLTEXT|SPATIAL|FOREIGN)\b", re.I), "create_index"),
+    (re.compile(r"DROP\s+(?:INDEX|KEY|PRIMARY|FOREIGN)\b", re.I), "drop_index"),
+    (re.compile(r"ADD\b", re.I), "add_column"),
+    (re.compile(r"DROP\b", re.I), "drop_column"),
+    (re.compile(r"RENAME\b", re.I), "rename_table"),
+]
+
+
+def _unquote_ident(name: str) -> str:
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+def ddl_type_from_sql(sql: str) -> str:
+    """Classify a DDL statement by its leading clause (the fallback when the action type is ambiguous)."""
+    text = _LEADING_COMMENTS.sub("", sql, count=1)
+    for pattern, ddl_type in _STATEMENT_RULES:
+        if pattern.match(text):
+            return ddl_type
+    alter = _ALTER_TABLE.match(text)
+    if not alter:
+        return "other"
+    spec = alter.group(1)
+    change = _CHANGE_COLUMN.match(spec)
+    if change:
+        renamed = _unquote_ident(change.group(1)).lower() != _unquote_ident(change.group(2)).lower()
+        return "rename_column" if renamed else "modify_column"
+    for pattern, ddl_type in _ALTER_RULES:
+        if pattern.match(spec):
+            return ddl_type
+    return "other"
+
+
+def ddl_type_of(action: int, sql: str) -> str:
+    """Our ddl_type for a TiDB ActionType, using the statement where the action type is ambiguous."""
+    known = _ACTION_DDL_TYPES.get(action)
+    if known is not None:
+        return known
+    if action == 12:
+        by_sql = ddl_type_from_sql(sql)
+        return by_sql if by_sql == "rename_column" else "modify_column"
+    if action in _ACTIONS_BY_SQL or action > _LAST_KNOWN_ACTION:
+        return ddl_type_from_sql(sql)
+    return "other"
+
+
+# ---- the decoder -------------------------------------------------------------------------------
+
+def parse_time_zone(name: str | None) -> dt.tzinfo | None:
+    """`UTC`, an IANA name, or a fixed `+08:00` offset; None (no conversion) for UTC."""
+    if name is None or name.upper() in ("UTC", "Z", "+00:00", "ETC/UTC"):
+        return None
+    offset = re.fullmatch(r"([+-])(\d{2}):(\d{2})", name)
+    if offset:
+        delta = dt.timedelta(hours=int(offset.group(2)), minutes=int(offset.group(3)))
+        return dt.timezone(-delta if offset.group(1) == "-" else delta)
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise ConfigError(f"time-zone {name!r} is not a known time zone: {exc}") from None
+
+
+def _error(reason: str, where: str) -> DecodeError:
+    return DecodeError(PROTOCOL, reason, where)
+
+
+def split_items(data: bytes | memoryview, start: int, part: str) -> list[memoryview]:
+    """The [8-byte BE length][bytes] items of one side of a message, from byte `start` on."""
+    view = memoryview(data)
+    end = len(view)
+    items = []
+    pos = start
+    while pos < end:
+        if pos + 8 > end:
+            raise _error(f"truncated length prefix: {end - pos} of 8 bytes", f"{part} byte {pos}")
+        length = int.from_bytes(view[pos:pos + 8], "big")
+        item_end = pos + 8 + length
+        if item_end > end:
+            raise _error(f"item length {length} runs past the end ({end - pos - 8} bytes left)", f"{part} byte {pos}")
+        items.append(view[pos + 8:item_end])
+        pos = item_end
+    return items
+
+
+def _loads(data, where: str):
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise _error(f"not JSON: {exc}", where) from None
+
+
+def _check_ts(key: dict, where: str) -> int:
+    ts = key.get("ts")
+    if type(ts) is not int or ts < 0:
+        raise _error(f"`ts` must be a non-negative integer, got {ts!r}", f"{where}.ts")
+    return ts
+
+
+def _optional_name(key: dict, field: str, where: str) -> str | None:
+    name = key.get(field)
+    if name is None or name == "":
+        return None
+    if type(name) is not str:
+        raise _error(f"`{field}` must be a string, got {name!r}", f"{where}.{field}")
+    return name
+
+
+class OpenDecoder:
+    """Decodes one partition's Open Protocol messages; keeps no state across messages."""
+
+    protocol = PROTOCOL
+    OPTIONS = {
+        "enable-old-value": (bool, True),
+        "only-output-updated-columns": (bool, False),
+        "large-message-handle-compression": (str, "none"),
+        "time-zone": (str, "UTC"),
+        # where claim-check files are read from; unset: the location in the key is read as is
+        "claim-check-storage-uri": (str, None),
+    }
+
+    def __init__(self, options: dict):
+        self.old_value = options.get("enable-old-value", True)
+        self.only_updated = options.get("only-output-updated-columns", False)
+        self.compression = options.get("large-message-handle-compression") or "none"
+        if self.compression not in COMPRESSIONS:
+            raise ConfigError(f"large-message-handle-compression {self.compression!r}; allowed: {', '.join(COMPRESSIONS)}")
+        self.zone = parse_time_zone(options.get("time-zone", "UTC"))
+        self.claim_check_uri = options.get("claim-check-storage-uri")
+        self._plan = self._column_plan()
+
+    # -- framing
+
+    def decode(self, key: bytes | None, value: bytes | None, headers=None) -> list[ChangeEvent]:
+        return self._decode(key, value, claim_checked=False)
+
+    def _decode(self, key, value, claim_checked: bool) -> list[ChangeEvent]:
+        if key is None:
+            raise _error("message has no key; the Open Protocol key holds the event headers", "key")
+        if len(key) < 8:
+            raise _error(f"key is {len(key)} bytes, shorter than the 8-byte version header", "key byte 0")
+        version = int.from_bytes(key[:8], "big")
+        if version != BATCH_VERSION:
+            raise _error(f"unsupported batch version {version}; expected {BATCH_VERSION}", "key byte 0")
+        keys = split_items(key, 8, "key")
+        values = split_items(value, 0, "value") if value else []
+        if len(keys) != len(values):
+            raise _error(f"{len(keys)} key items but {len(values)} value items", "value")
+        events = []
+        for index, (key_item, value_item) in enumerate(zip(keys, values)):
+            where = f"key item {index}"
+            head = _loads(key_item, where)
+            if type(head) is not dict:
+                raise _error(f"key item is {type(head).__name__}, not an object", where)
+            kind = head.get("t")
+            if kind == MESSAGE_ROW and type(kind) is int:
+                events.append(self._row(head, value_item, index, claim_checked))
+            elif kind == MESSAGE_DDL and type(kind) is int:
+                events.append(self._ddl(head, value_item, index))
+            elif kind == MESSAGE_RESOLVED and type(kind) is int:
+                events.append(ChangeEvent(kind="watermark", commit_ts=_check_ts(head, where)))
+            else:
+                raise _error(f"unknown message type `t`={kind!r}", f"{where}.t")
+        return events
+
+    def _value_json(self, item: memoryview, index: int):
+        where = f"value item {index}"
+        data = item
+        if self.compression != "none":
+            try:
+                data = decompress(PROTOCOL, bytes(item), self.compression)
+            except DecodeError as exc:
+                raise _error(exc.reason, where) from None
+        doc = _loads(data, where)
+        if type(doc) is not dict:
+            raise _error(f"value item is {type(doc).__name__}, not an object", where)
+        return doc
+
+    # -- DDL
+
+    def _ddl(self, head: dict, value_item: memoryview, index: int) -> ChangeEvent:
+        where = f"key item {index}"
+        ts = _check_ts(head, where)
+        doc = self._value_json(value_item, index)
+        query, action = doc.get("q"), doc.get("t")
+        if type(query) is not str:
+            raise _error(f"DDL `q` must be a string, got {query!r}", f"value item {index}.q")
+        if type(action) is not int:
+            raise _error(f"DDL `t` must be an integer action type, got {action!r}", f"value item {index}.t")
+        return ChangeEvent(kind="ddl", database=_optional_name(head, "scm", where),
+                           table=_optional_name(head, "tbl", where), commit_ts=ts,
+                           ddl_type=ddl_type_of(action, query), ddl_sql=query)
+
+    # -- rows
+
+    def _row(self, head: dict, value_item: memoryview, index: int, claim_checked: bool) -> ChangeEvent:
+        where = f"key item {index}"
+        location = head.get("ccl")
+        if location:
+            return self._claim_checked_row(location, where, claim_checked)
+        ts = head.get("ts")
+        if type(ts) is not int or ts < 0:
+            ts = _check_ts(head, where)
+        database = head.get("scm")
+        table = head.get("tbl")
+        if type(database) is not str or type(table) is not str or not database or not table:
+            database, table = _optional_name(head, "scm", where), _optional_name(head, "tbl", where)
+        doc = self._value_json(value_item, index)
+        value_where = f"value item {index}"
+        flags: list[str] = []
+        deleted = doc.get("d")
+        if deleted is not None:
+            before, types, keys = self._image(deleted, f"{value_where}.d")
+            after = None
+            op = "delete"
+        else:
+            updated = doc.get("u")
+            if updated is None:
+                raise _error("row value has none of `u`, `p`, `d`", value_where)
+            after, types, keys = self._image(updated, f"{value_where}.u")
+            previous = doc.get("p")
+            if previous is None:
+                op = "insert"
+                before = None
+                if not self.old_value:
+                    flags.append("old_value_missing")
+            else:
+                op = "update"
+                before = self._values(previous, f"{value_where}.p")
+                if self.only_updated or len(before) < len(after):
+                    before = {**after, **before}
+                    flags.append("old_value_partial")
+        if head.get("ohk") is True:
+            flags.append("handle_key_only")
+        type_names = types.values()
+        if "enum" in type_names or "set" in type_names:
+            flags.append("enum_index")
+        if "decimal" in type_names:
+            flags.append("types_partial")
+        if "time" in type_names:
+            flags.append("fsp_unknown")
+        return ChangeEvent(kind="row", op=op, database=database, table=table, commit_ts=ts,
+                           key_columns=keys, before=before, after=after, column_types=types, flags=flags)
+
+    def _claim_checked_row(self, location, where: str, claim_checked: bool) -> ChangeEvent:
+        if type(location) is not str:
+            raise _error(f"`ccl` must be a string, got {location!r}", f"{where}.ccl")
+        if claim_checked:
+            raise _error("a claim-check file points at another claim-check file", f"{where}.ccl")
+        if self.claim_check_uri:
+            location = self.claim_check_uri.rstrip("/") + "/" + location.rsplit("/", 1)[-1]
+        inner_key, inner_value = read_claim_check(PROTOCOL, location)
+        if inner_key is None:
+            raise _error(f"claim-check file {location} holds no key", f"{where}.ccl")
+        try:
+            events = self._decode(inner_key, inner_value, claim_checked=True)
+        except DecodeError as exc:
+            raise _error(f"claim-check file {location}: {exc.reason}", f"{where}.ccl -> {exc.where}") from None
+        if len(events) != 1 or events[0].kind != "row":
+            raise _error(f"claim-check file {location} holds {len(events)} events, not one row", f"{where}.ccl")
+        event = events[0]
+        event.flags.append("claim_check")
+        return event
+
+    def _image(self, columns, where: str) -> tuple[dict, dict, list]:
+        """Values, canonical types and handle-key names of one row image, in the message's column order."""
+        if type(columns) is not dict:
+            raise _error(f"row image is {type(columns).__name__}, not an object", where)
+        values: dict[str, str | None] = {}
+        types: dict[str, str] = {}
+        keys: list[str] = []
+        plan = self._plan
+        name = None
+        try:
+            for name, column in columns.items():
+                value = column["v"]
+                try:
+                    flag = column["f"]
+                except KeyError:  # TiCDC always writes `f`; the published examples omit it
+                    flag = 0
+                types[name], convert = plan[column["t"] << 8 | flag & 0x81]
+                if value is None or convert is None and type(value) is str:
+                    values[name] = value
+                else:
+                    values[name] = (convert or _require_string)(value, flag)
+                if flag & HANDLE_KEY_FLAG or "h" in column and column["h"] is True:
+                    keys.append(name)
+        except Exception as exc:
+            raise self._column_error(exc, columns, name, where) from None
+        return values, types, keys
+
+    def _values(self, columns, where: str) -> dict:
+        if type(columns) is not dict:
+            raise _error(f"row image is {type(columns).__name__}, not an object", where)
+        values: dict[str, str | None] = {}
+        plan = self._plan
+        name = None
+        try:
+            for name, column in columns.items():
+                value = column["v"]
+                flag = column.get("f", 0)
+                convert = plan[column["t"] << 8 | flag & 0x81][1]
+                if value is None or convert is None and type(value) is str:
+                    values[name] = value
+                else:
+                    values[name] = (convert or _require_string)(value, flag)
+        except Exception as exc:
+            raise self._column_error(exc, columns, name, where) from None
+        return values
+
+    @staticmethod
+    def _column_error(exc: Exception, columns: dict, name, where: str) -> DecodeError:
+        column_where = f"{where}.{name}"
+        column = columns.get(name) if name is not None else None
+        if type(column) is not dict:
+            return _error(f"column is {type(column).__name__}, not an object", column_where)
+        if isinstance(exc, KeyError) and exc.args and exc.args[0] in ("t", "v"):
+            return _error(f"column has no `{exc.args[0]}`", column_where)
+        code, flag = column.get("t"), column.get("f", 0)
+        if type(code) is not int or code not in _INTEGER_TYPES and code not in _PLAIN_TYPES and code not in _STRING_TYPES:
+            return _error(f"unknown column type code {code!r}", f"{column_where}.t")
+        if type(flag) is not int:
+            return _error(f"column flag must be an integer, got {flag!r}", f"{column_where}.f")
+        return _error(f"bad value {column.get('v')!r} for type code {code}: {exc}", f"{column_where}.v")
+
+    # -- values
+
+    def _column_plan(self) -> dict:
+        """(code << 8 | flag & 0x81) -> (canonical type, converter); converter None: the JSON string as is."""
+        converters = self._converters()
+        return {key: (name, converters[key >> 8]) for key, name in CANONICAL_TYPES.items()}
+
+    def _converters(self) -> dict:
+        """Type code -> (JSON value, column flag) -> canonical text; raises on a value of the wrong kind."""
+        timestamp = _timestamp_converter(self.zone)
+
+        def integer(bits):
+            def convert(value, flag):
+                if type(value) is int:
+                    return text_unsigned(value, bits) if value < 0 and flag & UNSIGNED_FLAG else str(value)
+                if type(value) is str:
+                    return value
+                raise TypeError(f"expected an integer, got {type(value).__name__}")
+            return convert
+
+        def floating(text):
+            def convert(value, flag):
+                if type(value) is float or type(value) is int:
+                    return text(value)
+                if type(value) is str:
+                    return value
+                raise TypeError(f"expected a number, got {type(value).__name__}")
+            return convert
+
+        def year(value, flag):
+            if type(value) is int:
+                return text_year(value)
+            if type(value) is str:
+                return value
+            raise TypeError(f"expected an integer, got {type(value).__name__}")
+
+        def index(value, flag):
+            if type(value) is int:
+                return text_unsigned(value) if value < 0 else str(value)
+            if type(value) is str:
+                return value
+            raise TypeError(f"expected an integer, got {type(value).__name__}")
+
+        def decimal(value, flag):
+            if type(value) is str:
+                return value
+            if type(value) is int:
+                return str(value)
+            raise TypeError(f"expected a decimal string, got {type(value).__name__}")
+
+        def quoted(value, flag):
+            if type(value) is not str:
+                raise TypeError(f"expected a string, got {type(value).__name__}")
+            return text_bytes(go_unquote(value)) if flag & BINARY_FLAG else value
+
+        def base64_bytes(value, flag):
+            if type(value) is not str:
+                raise TypeError(f"expected a base64 string, got {type(value).__name__}")
+            raw = base64.b64decode(value, validate=True)
+            return text_bytes(raw) if flag & BINARY_FLAG else raw.decode("utf-8")
+
+        def null(value, flag):
+            raise TypeError("type code 6 (NULL) carries a non-null value")
+
+        table = {code: integer(int_bits(name)) for code, name in _INTEGER_TYPES.items()}
+        table.update({
+            4: floating(text_float), 5: floating(text_double), 6: null, 7: timestamp, 10: None, 11: None,
+            12: None, 13: year, 14: None, 16: index, 225: None, 245: None, 246: decimal, 247: index, 248: index,
+        })
+        for code in (15, 253, 254):
+            table[code] = quoted
+        for code in (249, 250, 251, 252):
+            table[code] = base64_bytes
+        return table
+
+
+def _require_string(value, flag):
+    raise TypeError(f"expected a string, got {type(value).__name__}")
+
+
+_UTC = dt.timezone.utc
+_ONE_HOUR = dt.timedelta(hours=1)
+
+
+def _is_plain_timestamp(text: str) -> bool:
+    """`YYYY-MM-DD HH:MM:SS[.f{1,6}]`, the only shape TiCDC writes."""
+    size = len(text)
+    if size == 19:
+        return text[10] == " "
+    return 21 <= size <= 26 and text[10] == " " and text[19] == "." and text[20:].isdigit() and text.isascii()
+
+
+def _timestamp_converter(zone: dt.tzinfo | None):
+    """TIMESTAMP text in the changefeed zone -> canonical UTC text.
+
+    Same result as values.text_timestamp_from_zone, faster: the zone's UTC offset is looked up once
+    per local hour, and only for hours with no offset change inside (DST folds and gaps go to
+    text_timestamp_from_zone itself).
+    """
+    offsets: dict[str, dt.timedelta | None] = {}
+
+    def hour_offset(hour_text: str, start: dt.datetime) -> dt.timedelta | None:
+        end = start + (_ONE_HOUR - dt.timedelta(microseconds=1))
+        candidates = {zone.utcoffset(start), zone.utcoffset(start.replace(fold=1)),
+                      zone.utcoffset(end), zone.utcoffset(end.replace(fold=1))}
+        offset = candidates.pop() if len(candidates) == 1 else None
+        if len(offsets) > 100_000:
+            offsets.clear()
+        offsets[hour_text] = offset
+        return offset
+
+    def convert(value, flag):
+        if type(value) is not str:
+            raise TypeError(f"expected a string, got {type(value).__name__}")
+        if not _is_plain_timestamp(value) or value.startswith("0000-00-00"):
+            return text_timestamp_from_zone(value, zone)
+        seconds = dt.datetime.fromisoformat(value[:19])
+        if zone is None:
+            return value
+        hour = value[:13]
+        offset = offsets[hour] if hour in offsets else hour_offset(hour, seconds.replace(minute=0, second=0))
+        if offset is None:
+            return text_timestamp_from_zone(value, zone)
+        return (seconds - offset).isoformat(" ") + value[19:]
+    return convert
+
+
+__all__ = ["OpenDecoder", "go_unquote", "ddl_type_of", "ddl_type_from_sql", "split_items", "parse_time_zone",
+           "CANONICAL_TYPES", "PROTOCOL"]

@@ -1,0 +1,771 @@
+"""TiCDC Simple protocol, JSON ("simple-json") and Avro ("simple-avro") encodings.
+
+A row message carries only `schemaVersion`; its columns are known from the BOOTSTRAP or DDL
+`tableSchema` with the same (database, table, version). The decoder therefore keeps a schema cache
+across the messages of one partition and raises SchemaNotYetKnown for a row that arrives first (the
+silver job parks it until the schema comes). Per cached schema it builds, once, the list of value
+converters its rows need, so a row costs one dict lookup and one call per non-text column.
+
+What TiCDC sends (tiflow pkg/sink/codec/simple/message.go, avro.go):
+- JSON values are strings: integers, BIT and YEAR in base 10, FLOAT/DOUBLE as Go's shortest
+  fixed-point text, DECIMAL with the column's scale, ENUM/SET as the 1-based index / bitmask, binary
+  strings and blobs as base64, TIMESTAMP as {"location", "value"} rendered in the changefeed's zone.
+  Numbers are accepted too (newer TiCDC writes integers and floats unquoted).
+- Avro values are the union null/long/float/double/string/bytes/Timestamp/UnsignedBigint; BIGINT
+  UNSIGNED (UnsignedBigint) and BIT(64) arrive wrapped into a signed long.
+- The Avro table schema carries `decimal` (scale) only for DECIMAL, so temporal values keep the
+  fractional digits they are sent with (TiDB renders exactly the column's digits).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import datetime as dt
+import io
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+from zoneinfo import ZoneInfo
+
+import fastavro
+import orjson
+
+from spark_jobs.codecs import values as V
+from spark_jobs.codecs.errors import ConfigError, DecodeError, SchemaNotYetKnown
+from spark_jobs.codecs.events import ChangeEvent, table_schema as make_table_schema
+from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
+
+MESSAGE_SCHEMA_PATH = Path(__file__).with_name("simple_message.avsc")
+MESSAGE_RECORD = "com.pingcap.simple.avro.Message"
+
+DML_OPS = {"INSERT": "insert", "UPDATE": "update", "DELETE": "delete"}
+DDL_KINDS = ("CREATE", "RENAME", "CINDEX", "DINDEX", "ERASE", "TRUNCATE", "ALTER", "QUERY")
+_DDL_BY_KIND = {"CREATE": "create_table", "RENAME": "rename_table", "CINDEX": "create_index",
+                "DINDEX": "drop_index", "ERASE": "drop_table", "TRUNCATE": "truncate_table"}
+
+# Exceptions a value converter or a malformed document can raise; all become a DecodeError.
+_BAD_INPUT = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError, binascii.Error)
+
+
+@lru_cache(maxsize=1)
+def message_schema() -> dict:
+    """The parsed Avro schema of com.pingcap.simple.avro.Message (simple_message.avsc, from TiCDC)."""
+    schemas = json.loads(MESSAGE_SCHEMA_PATH.read_text())
+    named: dict = {}
+    parsed = None
+    for schema in schemas:
+        parsed = fastavro.parse_schema(schema, named_schemas=named)
+    return parsed
+
+
+# ---- time zones -------------------------------------------------------------------------------
+
+_UTC_NAMES = frozenset({"", "UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "UCT", "Universal", "Zulu"})
+_OFFSET_RE = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2})(?::?(\d{2}))?$")
+
+
+def zone_of(name: str) -> dt.tzinfo | None:
+    """A Go location name (IANA name, UTC, or a fixed offset) -> tzinfo; None stands for UTC."""
+    if name in _UTC_NAMES:
+        return None
+    m = _OFFSET_RE.match(name)
+    if m:
+        minutes = int(m.group(2)) * 60 + int(m.group(3) or 0)
+        if minutes == 0:
+            return None
+        return dt.timezone(dt.timedelta(minutes=minutes if m.group(1) == "+" else -minutes))
+    return ZoneInfo(name)
+
+
+# ---- DDL classification -----------------------------------------------------------------------
+
+_IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_QUALIFIED = rf"{_IDENT}(?:\s*\.\s*{_IDENT})?"
+_ALTER_RE = re.compile(rf"^\s*ALTER\s+(?:ONLINE\s+|OFFLINE\s+|IGNORE\s+)*TABLE\s+{_QUALIFIED}\s*(.*)$", re.I | re.S)
+_DATABASE_RE = re.compile(rf"^\s*(CREATE|DROP|ALTER)\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT})", re.I)
+_TABLE_NAME_RE = re.compile(
+    rf"^\s*(?:CREATE\s+(?:TEMPORARY\s+)?TABLE|DROP\s+TABLE|TRUNCATE(?:\s+TABLE)?|ALTER\s+TABLE|RENAME\s+TABLE"
+    rf"|CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\s+{_IDENT}\s+ON|DROP\s+INDEX\s+{_IDENT}\s+ON)"
+    rf"\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT})(?:\s*\.\s*({_IDENT}))?", re.I)
+_INDEX_WORDS = ("INDEX", "KEY", "UNIQUE", "PRIMARY", "FULLTEXT", "SPATIAL", "CONSTRAINT", "FOREIGN")
+_CLAUSE_RE = re.compile(r"^\s*(\w+)(?:\s+(\w+))?", re.S)
+_CHANGE_RE = re.compile(rf"^\s*CHANGE\s+(?:COLUMN\s+)?({_IDENT})\s+({_IDENT})", re.I | re.S)
+
+
+def _unquote(ident: str) -> str:
+    return ident[1:-1].replace("``", "`") if ident.startswith("`") else ident
+
+
+def _split_clauses(text: str) -> list[str]:
+    """Top-level comma-separated clauses of an ALTER TABLE (commas inside parentheses or quotes stay)."""
+    clauses, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            clauses.append(text[start:i])
+            start = i + 1
+    clauses.append(text[start:])
+    return [c for c in (c.strip() for c in clauses) if c]
+
+
+def _alter_clause_type(clause: str) -> str:
+    m = _CLAUSE_RE.match(clause)
+    if not m:
+        return "other"
+    verb, word = m.group(1).upper(), (m.group(2) or "").upper()
+    if verb == "ADD":
+        if word in _INDEX_WORDS:
+            return "create_index"
+        return "other" if word in ("PARTITION", "CHECK") else "add_column"
+    if verb == "DROP":
+        if word in _INDEX_WORDS:
+            return "drop_index"
+        return "other" if word in ("PARTITION", "CHECK") else "drop_column"
+    if verb == "MODIFY":
+        return "modify_column"
+    if verb == "CHANGE":
+        change = _CHANGE_RE.match(clause)
+        if change and _unquote(change.group(1)).lower() != _unquote(change.group(2)).lower():
+            return "rename_column"
+        return "modify_column"
+    if verb == "ALTER" and word in ("COLUMN", ""):
+        return "modify_column"
+    if verb == "ALTER" and word not in ("INDEX", "CHECK", "CONSTRAINT", "PARTITION"):
+        return "modify_column"
+    if verb == "RENAME":
+        if word == "COLUMN":
+            return "rename_column"
+        if word in ("INDEX", "KEY"):
+            return "other"
+        return "rename_table"
+    return "other"
+
+
+def classify_ddl(kind: str, sql: str) -> str:
+    """A Simple DDL `type` plus its statement -> one of events.DDL_TYPES."""
+    fixed = _DDL_BY_KIND.get(kind)
+    if fixed:
+        return fixed
+    m = _DATABASE_RE.match(sql)
+    if m:
+        verb = m.group(1).upper()
+        return {"CREATE": "create_database", "DROP": "drop_database"}.get(verb, "other")
+    m = _ALTER_RE.match(sql)
+    if m:
+        types = {_alter_clause_type(c) for c in _split_clauses(m.group(1))}
+        return types.pop() if len(types) == 1 else "other"
+    head = sql.lstrip()[:40].upper()
+    for prefix, ddl_type in (("CREATE TABLE", "create_table"), ("DROP TABLE", "drop_table"),
+                             ("TRUNCATE", "truncate_table"), ("RENAME TABLE", "rename_table")):
+        if head.startswith(prefix):
+            return ddl_type
+    if re.match(r"CREATE\s+(UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX", head):
+        return "create_index"
+    if head.startswith("DROP INDEX"):
+        return "drop_index"
+    return "other"
+
+
+def names_from_sql(sql: str) -> tuple[str | None, str | None]:
+    """(database, table) named by a DDL statement that came without a table schema."""
+    m = _DATABASE_RE.match(sql)
+    if m:
+        return _unquote(m.group(2)), None
+    m = _TABLE_NAME_RE.match(sql)
+    if m:
+        if m.group(2):
+            return _unquote(m.group(1)), _unquote(m.group(2))
+        return None, _unquote(m.group(1))
+    return None, None
+
+
+# ---- value converters (text or typed value -> canonical text) ---------------------------------
+
+def _int_text(v) -> str:
+    if type(v) is bool:
+        raise TypeError("boolean is not an integer")
+    return str(int(v))
+
+
+def _unsigned_converter(bits: int) -> Callable[[Any], str]:
+    def convert(v) -> str:
+        if type(v) is bool:
+            raise TypeError("boolean is not an integer")
+        n = int(v)
+        if n < 0:
+            if n < -(1 << (bits - 1)):
+                raise ValueError("out of range")
+            n += 1 << bits
+        return str(n)
+    return convert
+
+
+def _year_text(v) -> str:
+    if type(v) is bool:
+        raise TypeError("boolean is not a year")
+    return V.text_year(v)
+
+
+def _decimal_converter(scale: int | None) -> Callable[[Any], str]:
+    """TiCDC sends the exact digits with the column's scale; other texts go through values.text_decimal."""
+    def convert(v) -> str:
+        if type(v) is str and v and v[0] != "-":
+            dot = v.find(".")
+            if scale == 0:
+                if dot == -1 and v.isdigit() and (v[0] != "0" or len(v) == 1):
+                    return v
+            elif scale is not None and dot > 0 and len(v) - dot - 1 == scale \
+                    and v[:dot].isdigit() and v[dot + 1:].isdigit() and (v[0] != "0" or dot == 1):
+                return v
+        if type(v) is not str and type(v) is not int:
+            raise TypeError(f"DECIMAL must be text, got {type(v).__name__}")
+        return V.text_decimal(v, scale)
+    return convert
+
+
+def _float_text(v) -> str:
+    """values.text_float, shortcut: a double repr of at most 6 significant digits is already the
+    shortest text of its 32-bit float (6-digit decimals are further apart than a float32 ulp)."""
+    if type(v) is bool:
+        raise TypeError("boolean is not a float")
+    x = float(v)
+    r = repr(x)
+    if len(r) <= 7 and x != 0 and "e" not in r and "n" not in r:
+        return r
+    return V.text_float(x)
+
+
+def _double_text(v) -> str:
+    if type(v) is bool:
+        raise TypeError("boolean is not a double")
+    return V.text_double(v)
+
+
+def _date_text(v) -> str:
+    if type(v) is str and len(v) == 10 and v[4] == "-" and v[7] == "-":
+        return v
+    if type(v) is not str:
+        raise TypeError(f"DATE must be text, got {type(v).__name__}")
+    return V.text_date(V.parse_datetime_text(v)[0])
+
+
+def _datetime_converter(fsp: int | None) -> Callable[[Any], str]:
+    """TiDB renders exactly the column's fractional digits; other shapes are parsed and re-rendered."""
+    size = None if fsp is None else (19 if fsp == 0 else 20 + fsp)
+
+    def convert(v) -> str:
+        if type(v) is not str:
+            raise TypeError(f"DATETIME must be text, got {type(v).__name__}")
+        if (len(v) == size if size else len(v) == 19 or len(v) > 20 and v[19] == ".") \
+                and v[4] == "-" and v[7] == "-" and v[10] == " " and v[13] == ":" and v[16] == ":":
+            return v
+        if v.startswith("0000-00-00"):
+            return v
+        value, given = V.parse_datetime_text(v)
+        return V.text_datetime(value, given if fsp is None else fsp)
+    return convert
+
+
+def _parse_time_micros(text: str) -> tuple[int, int]:
+    """`[-][D ]HH:MM:SS[.f]` -> (signed microseconds, fraction digits given)."""
+    body = text.strip()
+    sign = -1 if body.startswith("-") else 1
+    body = body.lstrip("+-")
+    days = 0
+    if " " in body:
+        day_text, _, body = body.partition(" ")
+        days = int(day_text)
+    hms, _, frac = body.partition(".")
+    parts = hms.split(":")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts) or (frac and not frac.isdigit()):
+        raise ValueError(f"not a TIME value: {text!r}")
+    h, m, s = (int(p) for p in parts)
+    if m > 59 or s > 59:
+        raise ValueError(f"not a TIME value: {text!r}")
+    micros = (((days * 24 + h) * 60 + m) * 60 + s) * 1_000_000 + (int((frac + "000000")[:6]) if frac else 0)
+    return sign * micros, len(frac)
+
+
+def _time_converter(fsp: int | None) -> Callable[[Any], str]:
+    def convert(v) -> str:
+        if type(v) is not str:
+            raise TypeError(f"TIME must be text, got {type(v).__name__}")
+        body = v[1:] if v[:1] == "-" else v
+        n = len(body)
+        if fsp == 0:
+            shaped = n == 8
+        elif fsp:
+            shaped = n == 9 + fsp and body[8:9] == "."
+        else:
+            shaped = n == 8 or n > 9 and body[8] == "."
+        if shaped and body[2] == ":" and body[5] == ":" and (body is v or body.strip("0:.")):
+            return v
+        micros, given = _parse_time_micros(v)
+        return V.text_time(micros, given if fsp is None else fsp)
+    return convert
+
+
+def _bytes_text_from_base64(v) -> str:
+    if type(v) is not str:
+        raise TypeError(f"binary value must be base64 text, got {type(v).__name__}")
+    return V.text_bytes(base64.b64decode(v, validate=True))
+
+
+def _bytes_text(v) -> str:
+    if type(v) is not bytes:
+        raise TypeError(f"binary value must be Avro bytes, got {type(v).__name__}")
+    return V.text_bytes(v)
+
+
+def _enum_converter(elements: list[str]) -> Callable[[Any], str]:
+    """1-based index (text or number) -> label; a label as such is accepted too."""
+    lookup: dict[Any, str] = {label: label for label in elements}
+    for index, label in enumerate(["", *elements]):
+        lookup[index] = label
+        lookup[str(index)] = label
+    get = lookup.get
+
+    def convert(v) -> str:
+        label = get(v) if type(v) is not bool else None
+        if label is None:
+            raise ValueError(f"ENUM index out of range 0..{len(elements)}")
+        return label
+    return convert
+
+
+def _set_converter(elements: list[str]) -> Callable[[Any], str]:
+    """Bitmask (text or number) -> comma-joined labels in definition order; label text accepted too."""
+    memo: dict[Any, str] = {}
+    limit = 1 << len(elements)
+    positions = {label: i for i, label in enumerate(elements)}
+
+    def convert(v) -> str:
+        text = memo.get(v)
+        if text is not None:
+            return text
+        if type(v) is bool:
+            raise TypeError("boolean is not a SET bitmask")
+        try:
+            mask = int(v)
+        except ValueError:
+            if type(v) is not str:
+                raise
+            chosen = set(v.split(",")) - {""}
+            if not chosen <= positions.keys():
+                raise ValueError(f"SET labels {sorted(chosen - positions.keys())} not in the definition") from None
+            mask = sum(1 << positions[label] for label in chosen)
+        if not 0 <= mask < limit:
+            raise ValueError(f"SET bitmask out of range 0..{limit - 1}")
+        text = V.text_set(mask, elements)[0]
+        if len(memo) < 4096:
+            memo[v] = text
+        return text
+    return convert
+
+
+# ---- the cached table schema ------------------------------------------------------------------
+
+class _Column:
+    __slots__ = ("name", "base", "definition", "canonical", "nullable", "elements", "unsigned", "fsp", "scale")
+
+
+class _Schema:
+    """One (database, table, version): canonical schema plus the row converters built once for it."""
+
+    __slots__ = ("database", "table", "version", "columns", "key_columns", "column_types", "table_schema",
+                 "converters", "text_columns", "names")
+
+
+def _need(doc: Any, key: str, kind: type | tuple[type, ...], protocol: str, where: str) -> Any:
+    if not isinstance(doc, dict):
+        raise DecodeError(protocol, f"expected an object, got {type(doc).__name__}", where)
+    if key not in doc:
+        raise DecodeError(protocol, f"missing field {key!r}", f"{where}.{key}" if where else key)
+    value = doc[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind in (int, str):
+        raise DecodeError(protocol, f"field {key!r} has the wrong type {type(value).__name__}",
+                          f"{where}.{key}" if where else key)
+    return value
+
+
+def _definition(base: str, length: int, decimal: int | None, elements: list[str] | None, unsigned: bool) -> str:
+    """The MySQL column definition rebuilt from a Simple dataType."""
+    if base in V.INTEGER_TYPES:
+        return base + (" unsigned" if unsigned else "")
+    if base == "decimal":
+        if decimal is None or decimal < 0 or length <= 0:
+            return "decimal"
+        return f"decimal({length},{decimal})" + (" unsigned" if unsigned else "")
+    if base in ("datetime", "timestamp", "time"):
+        return f"{base}({decimal})" if decimal else base
+    if base in ("enum", "set"):
+        return base + "(" + ",".join("'" + e.replace("'", "''") + "'" for e in elements or ()) + ")"
+    if base in ("bit", "char", "varchar", "binary", "varbinary") and length > 0:
+        return f"{base}({length})"
+    return base + (" unsigned" if unsigned and base in ("float", "double") else "")
+
+
+# ---- the decoder ------------------------------------------------------------------------------
+
+class _SimpleDecoder:
+    protocol = "simple"
+    OPTIONS: dict[str, tuple[type, Any]] = {
+        "large-message-handle-compression": (str, "none"),
+        "claim-check-raw-value": (bool, False),
+        "time-zone": (str, "UTC"),
+    }
+    _AVRO = False
+
+    def __init__(self, options: dict | None = None):
+        opts = {name: default for name, (_, default) in self.OPTIONS.items()}
+        opts.update(options or {})
+        self._compression = opts["large-message-handle-compression"] or "none"
+        if self._compression not in COMPRESSIONS:
+            raise ConfigError(f"large-message-handle-compression must be one of {', '.join(COMPRESSIONS)}, "
+                              f"got {self._compression!r}")
+        self._raw_value = bool(opts["claim-check-raw-value"])
+        try:
+            self._default_zone = zone_of(opts["time-zone"] or "UTC")
+        except Exception as exc:
+            raise ConfigError(f"time-zone {opts['time-zone']!r} is not a known time zone: {exc}") from None
+        self._zones: dict[str, dt.tzinfo | None] = {"Local": self._default_zone}
+        self._schemas: dict[tuple[str, str, int], _Schema] = {}
+        self._handlers = {"WATERMARK": self._watermark, "BOOTSTRAP": self._bootstrap,
+                          "INSERT": self._row, "UPDATE": self._row, "DELETE": self._row}
+        for kind in DDL_KINDS:
+            self._handlers[kind] = self._ddl
+
+    # -- entry point --
+
+    def decode(self, key: bytes | None, value: bytes | None, headers=None) -> list[ChangeEvent]:
+        return self._decode(value, in_claim_check=False)
+
+    def _decode(self, value: bytes | None, in_claim_check: bool) -> list[ChangeEvent]:
+        if not value:
+            raise DecodeError(self.protocol, "empty message value (Simple sends no tombstones)", "value")
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise DecodeError(self.protocol, f"value must be bytes, got {type(value).__name__}", "value")
+        if self._compression != "none":
+            value = decompress(self.protocol, bytes(value), self._compression)
+        msg = self._parse(value)
+        kind = msg.get("type")
+        handler = self._handlers.get(kind) if type(kind) is str else None
+        if handler is None:
+            raise DecodeError(self.protocol, f"unknown message type {kind!r}", "type")
+        version = msg.get("version")
+        if version != 1:
+            raise DecodeError(self.protocol, f"unsupported protocol version {version!r}", "version")
+        if in_claim_check and kind not in DML_OPS:
+            raise DecodeError(self.protocol, f"claim-check file holds a {kind} message, not a row", "claimCheckLocation")
+        return handler(msg, kind, in_claim_check)
+
+    def _parse(self, value: bytes) -> dict:
+        raise NotImplementedError
+
+    # -- message kinds --
+
+    def _watermark(self, msg: dict, kind: str, _: bool) -> list[ChangeEvent]:
+        ts = _need(msg, "commitTs", int, self.protocol, "")
+        return [ChangeEvent(kind="watermark", commit_ts=ts)]
+
+    def _bootstrap(self, msg: dict, kind: str, _: bool) -> list[ChangeEvent]:
+        schema = self._cache(_need(msg, "tableSchema", dict, self.protocol, ""), "tableSchema")
+        return [ChangeEvent(kind="bootstrap", database=schema.database, table=schema.table,
+                            key_columns=list(schema.key_columns), schema_version=schema.version,
+                            table_schema=copy.deepcopy(schema.table_schema))]
+
+    def _ddl(self, msg: dict, kind: str, _: bool) -> list[ChangeEvent]:
+        protocol = self.protocol
+        sql = _need(msg, "sql", str, protocol, "")
+        commit_ts = _need(msg, "commitTs", int, protocol, "")
+        after = msg.get("tableSchema")
+        before = msg.get("preTableSchema")
+        schema = self._cache(after, "tableSchema") if after is not None else None
+        pre_schema = self._cache(before, "preTableSchema") if before is not None else None
+        ddl_type = classify_ddl(kind, sql)
+        named = schema or pre_schema
+        database, table = (named.database, named.table) if named else names_from_sql(sql)
+        if ddl_type in ("create_database", "drop_database"):
+            table = None
+        if ddl_type == "drop_table" or schema is None:
+            table_schema, version = None, None
+        else:
+            table_schema, version = copy.deepcopy(schema.table_schema), schema.version
+        return [ChangeEvent(kind="ddl", database=database, table=table, commit_ts=commit_ts,
+                            schema_version=version, ddl_type=ddl_type, ddl_sql=sql, table_schema=table_schema)]
+
+    def _row(self, msg: dict, kind: str, in_claim_check: bool) -> list[ChangeEvent]:
+        protocol = self.protocol
+        database = msg.get("database")
+        table = msg.get("table")
+        version = msg.get("schemaVersion")
+        commit_ts = msg.get("commitTs")
+        if type(database) is not str or type(table) is not str or type(version) is not int or type(commit_ts) is not int:
+            for field, kind_ in (("database", str), ("table", str), ("schemaVersion", int), ("commitTs", int)):
+                _need(msg, field, kind_, protocol, "")
+        location = msg.get("claimCheckLocation")
+        if location:
+            if in_claim_check or type(location) is not str:
+                raise DecodeError(protocol, "claim-check message points at another claim check", "claimCheckLocation")
+            _, value = read_claim_check(protocol, location, self._raw_value)
+            events = self._decode(value, in_claim_check=True)
+            for event in events:
+                event.flags.append("claim_check")
+            return events
+        schema = self._schemas.get((database, table, version))
+        if schema is None:
+            raise SchemaNotYetKnown(protocol, database, table, version)
+        op = DML_OPS[kind]
+        data = msg.get("data")
+        old = msg.get("old")
+        if op != "delete" and data is None:
+            raise DecodeError(protocol, f"{kind} without data", "data")
+        if op != "insert" and old is None:
+            raise DecodeError(protocol, f"{kind} without old", "old")
+        after = self._convert(schema, data, "data") if op != "delete" else None
+        before = self._convert(schema, old, "old") if op != "insert" else None
+        flags = ["handle_key_only"] if msg.get("handleKeyOnly") else []
+        return [ChangeEvent("row", database, table, commit_ts, op, list(schema.key_columns), before, after,
+                            dict(schema.column_types), version, None, None, None, flags)]
+
+    def _convert(self, schema: _Schema, row: Any, where: str) -> dict[str, str | None]:
+        """Canonical text of every column the row carries, converted in place in the parsed dict."""
+        if type(row) is not dict:
+            raise DecodeError(self.protocol, f"{where} must be an object, got {type(row).__name__}", where)
+        name = v = None
+        try:
+            for name, convert in schema.converters:
+                v = row.get(name)
+                if v is not None:
+                    row[name] = convert(v)
+            for name in schema.text_columns:
+                v = row.get(name)
+                if v is not None and type(v) is not str:
+                    raise TypeError(f"text value must be a string, got {type(v).__name__}")
+        except _BAD_INPUT as exc:
+            column = next(c for c in schema.columns if c.name == name)
+            raise DecodeError(self.protocol, f"bad {column.definition} value {v!r} for column {name!r}: {exc}",
+                              f"{where}.{name}") from None
+        if not schema.names.issuperset(row):
+            unknown = sorted(set(row) - schema.names)
+            raise DecodeError(self.protocol, f"columns {unknown} are not in schema version {schema.version} of "
+                              f"{schema.database}.{schema.table}", f"{where}.{unknown[0]}")
+        return row
+
+    # -- schema cache --
+
+    def _cache(self, doc: Any, where: str) -> _Schema:
+        schema = self._build_schema(doc, where)
+        self._schemas[(schema.database, schema.table, schema.version)] = schema
+        return schema
+
+    def _build_schema(self, doc: Any, where: str) -> _Schema:
+        p = self.protocol
+        if not isinstance(doc, dict):
+            raise DecodeError(p, f"table schema must be an object, got {type(doc).__name__}", where)
+        database_key = "schema" if "schema" in doc else "database"
+        schema = _Schema()
+        schema.database = _need(doc, database_key, str, p, where)
+        schema.table = _need(doc, "table", str, p, where)
+        schema.version = _need(doc, "version", int, p, where)
+        raw_columns = _need(doc, "columns", list, p, where)
+        raw_indexes = doc.get("indexes") or []
+        if not isinstance(raw_indexes, list):
+            raise DecodeError(p, "indexes must be a list", f"{where}.indexes")
+        columns = []
+        for i, raw in enumerate(raw_columns):
+            w = f"{where}.columns[{i}]"
+            column = _Column()
+            column.name = _need(raw, "name", str, p, w)
+            data_type = _need(raw, "dataType", dict, p, w)
+            column.nullable = _need(raw, "nullable", bool, p, w)
+            mysql_type = _need(data_type, "mysqlType", str, p, f"{w}.dataType")
+            length = data_type.get("length") or 0
+            decimal = data_type.get("decimal")
+            elements = data_type.get("elements")
+            unsigned = data_type.get("unsigned")
+            if type(length) is not int or decimal is not None and type(decimal) is not int \
+                    or elements is not None and not (isinstance(elements, list) and all(type(e) is str for e in elements)) \
+                    or unsigned is not None and type(unsigned) is not bool:
+                raise DecodeError(p, "dataType length/decimal/elements/unsigned have the wrong type", f"{w}.dataType")
+            try:
+                base, _, type_unsigned = V.parse_type(mysql_type)
+            except ValueError:
+                raise DecodeError(p, f"not a MySQL type: {mysql_type!r}", f"{w}.dataType.mysqlType") from None
+            column.base = base
+            column.unsigned = bool(unsigned) or type_unsigned
+            column.elements = list(elements) if base in ("enum", "set") else None
+            if column.elements is None and base in ("enum", "set"):
+                raise DecodeError(p, f"{base} column without elements", f"{w}.dataType.elements")
+            column.definition = _definition(base, length, decimal, column.elements, column.unsigned)
+            column.canonical = V.canonical_type(column.definition)
+            column.scale = V.decimal_scale(column.definition)
+            temporal = base in ("datetime", "timestamp", "time")
+            column.fsp = None
+            if temporal:  # JSON omits a zero `decimal`; Avro carries none for temporal types
+                column.fsp = decimal if decimal is not None and decimal >= 0 else None if self._AVRO else 0
+            columns.append(column)
+        names = [c.name for c in columns]
+        if len(set(names)) != len(names):
+            raise DecodeError(p, "duplicate column names", f"{where}.columns")
+        key_columns = self._key_columns(raw_indexes, set(names), where)
+        schema.columns = columns
+        schema.key_columns = key_columns
+        schema.names = frozenset(names)
+        schema.column_types = {c.name: c.canonical for c in columns}
+        entries = []
+        for c in columns:
+            entry: dict[str, Any] = {"name": c.name, "type": c.canonical, "nullable": c.nullable}
+            if c.elements is not None:
+                entry["elements"] = list(c.elements)
+            entries.append(entry)
+        schema.table_schema = make_table_schema(schema.database, schema.table, entries, list(key_columns))
+        schema.converters = []
+        schema.text_columns = []
+        for c in columns:
+            convert = self._converter(c)
+            if convert is None:
+                schema.text_columns.append(c.name)
+            else:
+                schema.converters.append((c.name, convert))
+        return schema
+
+    def _key_columns(self, raw_indexes: list, names: set[str], where: str) -> list[str]:
+        """Primary key columns, else those of the first unique index whose columns are all NOT NULL."""
+        p = self.protocol
+        indexes = []
+        for i, raw in enumerate(raw_indexes):
+            w = f"{where}.indexes[{i}]"
+            columns = _need(raw, "columns", list, p, w)
+            if not all(type(c) is str and c in names for c in columns):
+                raise DecodeError(p, "index names a column not in the table", f"{w}.columns")
+            indexes.append((bool(raw.get("primary")), bool(raw.get("unique")), bool(raw.get("nullable")), columns))
+        for primary, _, _, columns in indexes:
+            if primary:
+                return list(columns)
+        for _, unique, nullable, columns in indexes:
+            if unique and not nullable:
+                return list(columns)
+        return []
+
+    def _converter(self, c: _Column) -> Callable[[Any], str] | None:
+        base = c.base
+        if base in V.INTEGER_TYPES:
+            if not c.unsigned:
+                return _int_text
+            convert = _unsigned_converter(V.int_bits(base))
+            return _unsigned_bigint_avro(convert) if self._AVRO and base == "bigint" else convert
+        if base == "bit":
+            return _unsigned_converter(64)
+        if base == "year":
+            return _year_text
+        if base == "decimal":
+            return _decimal_converter(c.scale)
+        if base == "float":
+            return _float_text
+        if base == "double":
+            return _double_text
+        if base == "date":
+            return _date_text
+        if base == "datetime":
+            return _datetime_converter(c.fsp)
+        if base == "timestamp":
+            return self._timestamp_converter(c.fsp)
+        if base == "time":
+            return _time_converter(c.fsp)
+        if base == "enum":
+            return _enum_converter(c.elements)
+        if base == "set":
+            return _set_converter(c.elements)
+        if base in V.BINARY_TYPES:
+            return _bytes_text if self._AVRO else _bytes_text_from_base64
+        return None
+
+    def _timestamp_converter(self, fsp: int | None) -> Callable[[Any], str]:
+        as_datetime = _datetime_converter(fsp)
+        zones = self._zones
+        default_zone = self._default_zone
+
+        def convert(v) -> str:
+            if type(v) is dict:
+                location, text = v["location"], v["value"]
+                if type(location) is not str or type(text) is not str:
+                    raise TypeError("TIMESTAMP location and value must be strings")
+                try:
+                    zone = zones[location]
+                except KeyError:
+                    zone = zones[location] = zone_of(location)
+            elif type(v) is str:
+                zone, text = default_zone, v
+            else:
+                raise TypeError(f"TIMESTAMP must be {{location, value}}, got {type(v).__name__}")
+            if zone is None:
+                return as_datetime(text)
+            return V.text_timestamp_from_zone(text, zone, fsp)
+        return convert
+
+
+def _unsigned_bigint_avro(convert: Callable[[Any], str]) -> Callable[[Any], str]:
+    """Avro BIGINT UNSIGNED: the UnsignedBigint record holding the value wrapped into a signed long."""
+    def unwrap(v) -> str:
+        if type(v) is dict:
+            return convert(v["value"])
+        return convert(v)
+    return unwrap
+
+
+class SimpleJsonDecoder(_SimpleDecoder):
+    """encoding-format = "json": one JSON document per message."""
+
+    protocol = "simple-json"
+
+    def _parse(self, value: bytes) -> dict:
+        try:
+            msg = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(self.protocol, f"value is not JSON: {exc}", "value") from None
+        if type(msg) is not dict:
+            raise DecodeError(self.protocol, f"value must be a JSON object, got {type(msg).__name__}", "value")
+        return msg
+
+
+class SimpleAvroDecoder(_SimpleDecoder):
+    """encoding-format = "avro": raw Avro binary of com.pingcap.simple.avro.Message, no header, no registry."""
+
+    protocol = "simple-avro"
+    _AVRO = True
+
+    def __init__(self, options: dict | None = None):
+        super().__init__(options)
+        self._schema = message_schema()
+
+    def _parse(self, value: bytes) -> dict:
+        stream = io.BytesIO(value)
+        try:
+            record = fastavro.schemaless_reader(stream, self._schema, None)
+        except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError, UnicodeDecodeError, ...
+            raise DecodeError(self.protocol, f"value is not a {MESSAGE_RECORD} Avro record: {exc!r}", "value") from None
+        if stream.tell() != len(value):
+            raise DecodeError(self.protocol, f"{len(value) - stream.tell()} trailing bytes after the Avro record", "value")
+        payload = record["payload"]
+        kind = record["type"]
+        if kind == "WATERMARK" or kind == "BOOTSTRAP":
+            payload["type"] = kind
+        elif "type" not in payload or (kind == "DML") != (payload["type"] in DML_OPS):
+            raise DecodeError(self.protocol, f"message type {kind} does not match its payload", "payload")
+        return payload
+
+
+__all__ = ["SimpleJsonDecoder", "SimpleAvroDecoder", "classify_ddl", "names_from_sql", "message_schema", "zone_of"]

@@ -1,0 +1,275 @@
+"""The pipeline configuration: sources and runtime, validated before anything runs.
+
+One YAML file declares everything. A mistake stops the run with one line naming the file, the key
+and what is allowed. Secrets are never in the file: a `*_env` key names the environment variable
+(or Airflow connection, resolved by the DAGs) that holds them; their values are never logged.
+Strings may use `${VAR}` or `${VAR:-default}` for non-secret values such as broker addresses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spark_jobs.codecs import PROTOCOLS, validate_options
+from spark_jobs.codecs.errors import ConfigError
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "pipeline.yaml"
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[2]"
+    driver_memory: str = "2g"
+    shuffle_partitions: int = 4
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CatalogSettings:
+    """Cluster mode only: the shared catalog over object storage."""
+    type: str = "hive"                       # hive | rest
+    uri: str = ""
+    warehouse: str = ""
+    credentials_env: str | None = None       # env var holding the catalog token (REST), never logged
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    mode: str = "embedded"                   # embedded | cluster
+    local_dir: str = ".local"                # embedded: warehouse, metastore, broker logs (relative to the file)
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    catalog: CatalogSettings = field(default_factory=CatalogSettings)
+    packages: list[str] = field(default_factory=list)   # cluster: jars by Maven coordinate
+    dbt_target: str = "embedded"
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    bootstrap_servers: str
+    security_protocol: str = "PLAINTEXT"     # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    sasl_mechanism: str | None = None        # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    sasl_username_env: str | None = None
+    sasl_password_env: str | None = None
+    ssl_ca_location: str | None = None
+    client: dict[str, str] = field(default_factory=dict)  # extra librdkafka settings (no secrets)
+
+
+@dataclass(frozen=True)
+class SchemaRegistrySettings:
+    url: str
+    username_env: str | None = None
+    password_env: str | None = None
+    ca_file: str | None = None
+
+
+@dataclass(frozen=True)
+class LandingSettings:
+    start: str = "earliest"                  # earliest | latest | an epoch-milliseconds timestamp
+    max_records_per_run: int = 1_000_000
+    max_bytes_per_run: int = 1_073_741_824
+    accept_gaps: bool = False
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    name: str
+    protocol: str
+    kafka: KafkaSettings
+    topics: list[str] = field(default_factory=list)
+    topic_pattern: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    schema_registry: SchemaRegistrySettings | None = None
+    landing: LandingSettings = field(default_factory=LandingSettings)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    sources: list[SourceSettings]
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    path: Path = Path(".")
+
+    def source(self, name: str) -> SourceSettings:
+        for s in self.sources:
+            if s.name == name:
+                return s
+        raise ConfigError(f"{self.path}: no source named {name!r}; sources: {', '.join(s.name for s in self.sources)}")
+
+    @property
+    def local_dir(self) -> Path:
+        p = Path(self.runtime.local_dir)
+        return p if p.is_absolute() else (self.path.parent / p).resolve()
+
+
+def _expand_env(value: str) -> str:
+    return _ENV_RE.sub(lambda m: os.environ.get(m.group(1), m.group(2) if m.group(2) is not None else m.group(0)), value)
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (types.UnionType, typing.Union):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))
+    if origin is not None:
+        return origin.__name__
+    return "mapping" if dataclasses.is_dataclass(tp) else tp.__name__
+
+
+def _build(tp: Any, data: Any, where: str, file: Path) -> Any:
+    """Build a value of type `tp` from YAML data; the first mistake raises one ConfigError line."""
+    def fail(what: str) -> ConfigError:
+        return ConfigError(f"{file}: {where}: {what}")
+
+    origin = typing.get_origin(tp)
+    if origin in (types.UnionType, typing.Union):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if data is None:
+            return None
+        return _build(args[0], data, where, file)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise fail(f"must be a mapping, got {type(data).__name__}")
+        hints = typing.get_type_hints(tp)
+        fields = {f.name: f for f in dataclasses.fields(tp) if f.name != "path"}
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise fail(f"unknown key {unknown[0]!r}; allowed: {', '.join(fields)}")
+        kwargs = {}
+        for name, f in fields.items():
+            if name in data:
+                kwargs[name] = _build(hints[name], data[name], f"{where}.{name}" if where else name, file)
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise fail(f"missing required key {name!r}")
+        return tp(**kwargs)
+    if origin is list:
+        if not isinstance(data, list):
+            raise fail(f"must be a list, got {type(data).__name__}")
+        (item,) = typing.get_args(tp)
+        return [_build(item, v, f"{where}[{i}]", file) for i, v in enumerate(data)]
+    if origin is dict:
+        if not isinstance(data, dict):
+            raise fail(f"must be a mapping, got {type(data).__name__}")
+        _, value_tp = typing.get_args(tp)
+        return {str(k): (_build(value_tp, v, f"{where}.{k}", file) if value_tp is not Any else (_expand_env(v) if isinstance(v, str) else v))
+                for k, v in data.items()}
+    if tp is bool:
+        if not isinstance(data, bool):
+            raise fail(f"must be true or false, got {data!r}")
+        return data
+    if tp is int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise fail(f"must be an integer, got {data!r}")
+        return data
+    if tp is str:
+        if isinstance(data, (dict, list)) or data is None:
+            raise fail(f"must be a string, got {type(data).__name__}")
+        return _expand_env(str(data))
+    return data
+
+
+def _check(config: PipelineConfig, file: Path) -> None:
+    def fail(where: str, what: str) -> ConfigError:
+        return ConfigError(f"{file}: {where}: {what}")
+
+    rt = config.runtime
+    if rt.mode not in ("embedded", "cluster"):
+        raise fail("runtime.mode", f"{rt.mode!r} is not allowed; allowed: embedded, cluster")
+    if rt.mode == "cluster" and not rt.catalog.uri:
+        raise fail("runtime.catalog.uri", "required in cluster mode")
+    if rt.catalog.type not in ("hive", "rest"):
+        raise fail("runtime.catalog.type", f"{rt.catalog.type!r} is not allowed; allowed: hive, rest")
+    if not config.sources:
+        raise fail("sources", "at least one source is required")
+    names: set[str] = set()
+    for i, s in enumerate(config.sources):
+        where = f"sources[{i}]"
+        if not _NAME_RE.match(s.name):
+            raise fail(f"{where}.name", f"{s.name!r} must be lowercase letters, digits and underscores")
+        if s.name in names:
+            raise fail(f"{where}.name", f"duplicate source name {s.name!r}")
+        names.add(s.name)
+        if s.protocol not in PROTOCOLS:
+            raise fail(f"{where}.protocol", f"{s.protocol!r} is not allowed; allowed: {', '.join(PROTOCOLS)}")
+        if bool(s.topics) == bool(s.topic_pattern):
+            raise fail(f"{where}", "give exactly one of 'topics' or 'topic_pattern'")
+        if s.topic_pattern:
+            try:
+                re.compile(s.topic_pattern)
+            except re.error as exc:
+                raise fail(f"{where}.topic_pattern", f"not a regular expression: {exc}") from None
+        try:
+            validate_options(s.protocol, s.options)
+        except ConfigError as exc:
+            raise fail(f"{where}.options", str(exc)) from None
+        if s.protocol == "avro" and s.schema_registry is None:
+            raise fail(f"{where}.schema_registry", "required for protocol avro")
+        if s.kafka.security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise fail(f"{where}.kafka.security_protocol",
+                       f"{s.kafka.security_protocol!r} is not allowed; allowed: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
+        start = s.landing.start
+        if start not in ("earliest", "latest") and not start.isdigit():
+            raise fail(f"{where}.landing.start", f"{start!r} is not allowed; allowed: earliest, latest, or epoch milliseconds")
+        if s.landing.max_records_per_run <= 0 or s.landing.max_bytes_per_run <= 0:
+            raise fail(f"{where}.landing", "max_records_per_run and max_bytes_per_run must be positive")
+
+
+def load_config(path: str | Path | None = None) -> PipelineConfig:
+    """Load and validate; `TICDC_LAKE_CONFIG` names the file when no path is given."""
+    file = Path(path or os.environ.get("TICDC_LAKE_CONFIG") or DEFAULT_CONFIG).resolve()
+    try:
+        data = yaml.safe_load(file.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{file}: configuration file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{file}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file}: must be a mapping with 'sources' and 'runtime'")
+    config = dataclasses.replace(_build(PipelineConfig, data, "", file), path=file)
+    _check(config, file)
+    return config
+
+
+def secret(env_name: str | None) -> str | None:
+    """A secret's value from the environment; a named but unset variable is a config error."""
+    if not env_name:
+        return None
+    value = os.environ.get(env_name)
+    if value is None:
+        raise ConfigError(f"environment variable {env_name} (a secret named in the config) is not set")
+    return value
+
+
+def decoder_options(source: SourceSettings) -> dict[str, Any]:
+    """The codec options of a source, with the registry settings and secrets resolved."""
+    options = dict(source.options)
+    if source.schema_registry is not None:
+        reg = source.schema_registry
+        options["schema-registry-url"] = reg.url
+        if reg.username_env:
+            options["schema-registry-username"] = secret(reg.username_env)
+            options["schema-registry-password"] = secret(reg.password_env)
+        if reg.ca_file:
+            options["schema-registry-ca-file"] = reg.ca_file
+    return options
+
+
+def kafka_client_settings(source: SourceSettings) -> dict[str, str]:
+    """librdkafka settings for a source's consumers (secrets resolved here, never logged)."""
+    k = source.kafka
+    settings = {"bootstrap.servers": k.bootstrap_servers, "security.protocol": k.security_protocol, **k.client}
+    if k.sasl_mechanism:
+        settings["sasl.mechanism"] = k.sasl_mechanism
+        settings["sasl.username"] = secret(k.sasl_username_env) or ""
+        settings["sasl.password"] = secret(k.sasl_password_env) or ""
+    if k.ssl_ca_location:
+        settings["ssl.ca.location"] = k.ssl_ca_location
+    return settings
