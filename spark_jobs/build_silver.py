@@ -106,7 +106,8 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
     counts = {r["kind"]: r["n"] for r in decoded.groupBy("kind").agg(F.count("*").alias("n")).collect()}
     messages = bronze.count()
 
-    rows = decoded.where("kind = 'row'")
+    _merge_ddl(spark, source.name, decoded)
+    rows = _label_enums(spark, source.name, decoded.where("kind = 'row'"))
     first = Window.partitionBy("database", "table", "row_key", "commit_ts", "op").orderBy("topic", "partition", "offset", "event_index")
     rows = rows.withColumn("_n", F.row_number().over(first)).where("_n = 1").drop("_n")
     rows.select("source", "database", "table", "op", "commit_ts", "row_key", "key_columns", "before", "after",
@@ -117,8 +118,6 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
         ON t.source = s.source AND t.database = s.database AND t.`table` = s.`table` AND t.row_key <=> s.row_key
            AND t.commit_ts <=> s.commit_ts AND t.op = s.op
         WHEN NOT MATCHED THEN INSERT *""")
-
-    _merge_ddl(spark, source.name, decoded)
 
     decoded.where("kind = 'watermark'").groupBy("source", "topic", "partition").agg(
         F.max("commit_ts").alias("resolved_ts")).createOrReplaceTempView("silver_batch_watermarks")
@@ -180,6 +179,47 @@ def _merge_ddl(spark, source: str, decoded) -> None:
         ON t.source = s.source AND t.commit_ts = s.commit_ts AND t.ddl_sql <=> s.ddl_sql
            AND t.database <=> s.database AND t.`table` <=> s.`table` AND t.ddl_type = s.ddl_type
         WHEN NOT MATCHED THEN INSERT *""")
+
+
+def schema_history(spark, source: str):
+    """Every ENUM/SET definition of the source's tables over time, from silver.ddl_events."""
+    from spark_jobs.enum_labels import enum_columns
+    history: dict = {}
+    for r in spark.sql(f"""SELECT database, `table`, commit_ts, table_schema FROM silver.ddl_events
+                           WHERE source = '{source}' AND `table` IS NOT NULL ORDER BY commit_ts""").collect():
+        history.setdefault((r["database"], r["table"]), []).append(
+            (r["commit_ts"], enum_columns(json.loads(r["table_schema"]) if r["table_schema"] else None)))
+    return history
+
+
+def _label_enums(spark, source: str, rows):
+    """Rows flagged enum_index get labels from the schema in force at their commit ts, when known."""
+    import pyarrow as pa
+
+    from spark_jobs.enum_labels import definitions_at, label_image
+
+    history = schema_history(spark, source)
+    if not any(defs for versions in history.values() for _, defs in versions):
+        return rows
+
+    def label(batches):
+        for batch in batches:
+            table = batch.to_pydict()
+            for i in range(batch.num_rows):
+                flags = table["flags"][i] or []
+                if "enum_index" not in flags:
+                    continue
+                defs = definitions_at(history, table["database"][i], table["table"][i], table["commit_ts"][i])
+                if not defs:
+                    continue
+                for image in ("before", "after"):
+                    value = table[image][i]
+                    if value is not None:
+                        table[image][i] = list(label_image(dict(value), defs).items())
+                table["flags"][i] = [f for f in flags if f != "enum_index"]
+            yield pa.RecordBatch.from_pydict(table, schema=batch.schema)
+
+    return rows.mapInArrow(label, rows.schema)
 
 
 def consistent_ts(spark, config: PipelineConfig, source_name: str) -> tuple[int | None, str]:

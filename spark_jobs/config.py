@@ -222,9 +222,24 @@ def _check(config: PipelineConfig, file: Path) -> None:
             raise fail(f"{where}.landing", "max_records_per_run and max_bytes_per_run must be positive")
 
 
+def config_path(path: str | Path | None = None) -> Path:
+    """The config file: the one given, else `TICDC_LAKE_CONFIG`, else the embedded default."""
+    return Path(path or os.environ.get("TICDC_LAKE_CONFIG") or DEFAULT_CONFIG).resolve()
+
+
+def configured_source_names(path: str | Path | None = None) -> list[str]:
+    """Source names only, without validating: cheap enough for DAG parsing (each run validates)."""
+    try:
+        doc = yaml.safe_load(config_path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    sources = doc.get("sources") if isinstance(doc, dict) else None
+    return [s["name"] for s in sources or [] if isinstance(s, dict) and isinstance(s.get("name"), str)]
+
+
 def load_config(path: str | Path | None = None) -> PipelineConfig:
     """Load and validate; `TICDC_LAKE_CONFIG` names the file when no path is given."""
-    file = Path(path or os.environ.get("TICDC_LAKE_CONFIG") or DEFAULT_CONFIG).resolve()
+    file = config_path(path)
     try:
         data = yaml.safe_load(file.read_text())
     except FileNotFoundError:

@@ -290,7 +290,7 @@ def _converter(tidb_type: str, field_type: dict, zone: dt.tzinfo):
     if tidb_type in ("ENUM", "SET"):
         allowed = field_type["connect.parameters"].get("allowed")
         elements = split_allowed(allowed) if isinstance(allowed, str) else None
-        check = (_enum_check if tidb_type == "ENUM" else _set_check)(elements)
+        check = (_enum_check if tidb_type == "ENUM" else _set_check)(elements, allowed)
         return check, tidb_type.lower(), elements
     if tidb_type == "DATE":
         return _date, "date", None
@@ -349,33 +349,48 @@ def _decimal_bytes(precision: int, scale: int) -> Callable[[Decimal], str]:
     limit = Decimal(10) ** (precision - scale)
 
     def convert(value: Decimal) -> str:
-        if abs(value) >= limit:
+        if value.copy_abs() >= limit:  # abs() would round to the 28-digit context
             raise ValueError(f"{value} does not fit DECIMAL({precision},{scale})")
         return text_decimal(value, scale)
     return convert
 
 
-def _enum_check(elements: list[str] | None) -> Callable[[str], str] | None:
+def _escape_label(label: str) -> str:
+    """A label as TiCDC writes it into `allowed` (escapeEnumAndSetOptions): not reversible, since a
+    backslash is not escaped itself and `\\'` and `''` both become `'`."""
+    return label.replace(",", "\\,").replace("\\'", "'").replace("''", "'")
+
+
+def _in_allowed(label: str, labels: frozenset, allowed: str) -> bool:
+    """Whether a label is one of the column's: by the parsed labels, else by its escaped text being
+    one comma-delimited item of `allowed` (where the escaping made the parsed labels ambiguous)."""
+    return label in labels or f",{_escape_label(label)}," in f",{allowed},"
+
+
+def _enum_check(elements: list[str] | None, allowed: str | None = None) -> Callable[[str], str] | None:
     if elements is None:
         return None
-    allowed = frozenset(elements) | {""}
+    labels = frozenset(elements) | {""}
+    allowed = allowed or ""
 
     def check(label: str) -> str:
-        if label not in allowed:
+        if not _in_allowed(label, labels, allowed):
             raise ValueError(f"{label[:40]!r} is not one of the ENUM labels")
         return label
     return check
 
 
-def _set_check(elements: list[str] | None) -> Callable[[str], str] | None:
+def _set_check(elements: list[str] | None, allowed: str | None = None) -> Callable[[str], str] | None:
     if elements is None:
         return None
-    allowed = frozenset(elements)
+    labels = frozenset(elements)
+    allowed = allowed or ""
 
-    def check(labels: str) -> str:
-        if labels and not allowed.issuperset(labels.split(",")):
-            raise ValueError(f"{labels[:40]!r} is not a subset of the SET labels")
-        return labels
+    def check(value: str) -> str:
+        if value and not labels.issuperset(value.split(",")) \
+                and not all(_in_allowed(label, labels, allowed) for label in value.split(",")):
+            raise ValueError(f"{value[:40]!r} is not a subset of the SET labels")
+        return value
     return check
 
 

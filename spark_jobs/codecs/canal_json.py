@@ -426,6 +426,9 @@ class CanalJsonDecoder:
         return found
 
     def _types_by_items(self, mysql_types: dict) -> _ColumnTypes:
+        if not set(map(type, mysql_types.values())) <= _TEXT:  # the cache key must be hashable
+            name = next(n for n, v in mysql_types.items() if type(v) is not str)
+            raise DecodeError(PROTOCOL, f"mysqlType of {name!r} is not a string", f"mysqlType.{name}")
         cache_key = tuple(mysql_types.items())
         found = self._types.get(cache_key)
         if found is None:

@@ -20,7 +20,6 @@ string as sent, as TiCDC's own consumer does.
 from __future__ import annotations
 
 import base64
-import binascii
 import datetime as dt
 import re
 import zoneinfo

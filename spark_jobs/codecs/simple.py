@@ -604,9 +604,11 @@ class _SimpleDecoder:
                 base, _, type_unsigned = V.parse_type(mysql_type)
             except ValueError:
                 raise DecodeError(p, f"not a MySQL type: {mysql_type!r}", f"{w}.dataType.mysqlType") from None
+            if base == "decimal" and decimal is None and not self._AVRO:
+                decimal = 0  # Go's omitempty drops a zero scale from the JSON dataType
             column.base = base
             column.unsigned = bool(unsigned) or type_unsigned
-            column.elements = list(elements) if base in ("enum", "set") else None
+            column.elements = list(elements) if base in ("enum", "set") and elements is not None else None
             if column.elements is None and base in ("enum", "set"):
                 raise DecodeError(p, f"{base} column without elements", f"{w}.dataType.elements")
             column.definition = _definition(base, length, decimal, column.elements, column.unsigned)

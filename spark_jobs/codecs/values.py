@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import decimal
 import re
 import struct
 from decimal import Decimal
@@ -92,11 +93,16 @@ def int_bits(base: str) -> int:
     return _INT_BITS[base]
 
 
+# DECIMAL(65,30) needs 65 digits, more than the default context's 28; anything beyond MySQL's 65
+# digits is not a DECIMAL value and fails the quantize (InvalidOperation).
+_DECIMAL_CONTEXT = decimal.Context(prec=65, traps=[decimal.InvalidOperation])
+
+
 def text_decimal(value: Decimal | str, scale: int | None) -> str:
     """Exact digits with the column's scale; `scale=None` keeps the digits as given."""
     d = value if isinstance(value, Decimal) else Decimal(str(value).strip())
     if scale is not None:
-        d = d.quantize(Decimal(1).scaleb(-scale)) if scale > 0 else d.quantize(Decimal(1))
+        d = d.quantize(Decimal(1).scaleb(-scale), context=_DECIMAL_CONTEXT)
     text = format(d, "f")
     if text.startswith("-") and d == 0:
         text = text[1:]

@@ -133,7 +133,7 @@ def avro_datum(column: Column, value: Any, options: Mapping[str, Any], zone: dt.
     if base == "decimal":
         _, scale = decimal_precision_scale(column.type)
         if options.get("avro-decimal-handling-mode", "precise") == "precise":
-            return Decimal(value).quantize(Decimal(1).scaleb(-scale))
+            return Decimal(text_decimal(Decimal(value), scale))  # exact for all 65 digits
         return text_decimal(Decimal(value), scale)
     if base in BINARY_TYPES:
         return bytes(value)

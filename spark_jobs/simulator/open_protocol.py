@@ -18,7 +18,7 @@ from spark_jobs.codecs.events import ChangeEvent
 from spark_jobs.codecs.large_message import compress, write_claim_check
 from spark_jobs.codecs.open_protocol import parse_time_zone
 from spark_jobs.codecs.values import (
-    BINARY_TYPES, canonical_type, decimal_scale, enum_elements, fsp_of, parse_type, text_bytes, text_date,
+    canonical_type, decimal_scale, enum_elements, fsp_of, parse_type, text_bytes, text_date,
     text_datetime, text_decimal, text_float, text_time, to_float32,
 )
 from spark_jobs.simulator.model import Bootstrap, Ddl, Event, RowChange, Table, Watermark, expected_event
@@ -253,7 +253,7 @@ class OpenEncoder:
     # -- single items
 
     def row_item(self, change: RowChange, handle_key_only: bool = False, claim_check_location: str = "") -> tuple[bytes, bytes]:
-        """(key JSON, value JSON, compressed) of one row as codec.go's encodeRowChangedEvent writes them."""
+        """(key JSON, compressed value JSON) of one row, as codec.go encodeRowChangedEvent writes them."""
         table = change.table
         key = ('{"ts":' + str(change.commit_ts) + ',"scm":' + json_string(table.database) + ',"tbl":'
                + json_string(table.name) + ',"t":1')

@@ -1,0 +1,189 @@
+"""`ticdc-lake`: decode messages, check the config, run one pipeline step, run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import logging
+import sys
+from pathlib import Path
+
+import orjson
+
+from spark_jobs.codecs import PROTOCOLS, ConfigError, DecodeError, make_decoder
+
+log = logging.getLogger("ticdc-lake")
+
+
+def _parse_option(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--option takes KEY=VALUE, got {text!r}")
+    key, _, value = text.partition("=")
+    return key.strip(), value.strip()
+
+
+def _event_line(event) -> bytes:
+    return orjson.dumps(event.to_dict(), option=orjson.OPT_SORT_KEYS)
+
+
+def cmd_decode(args) -> int:
+    options = dict(args.option or [])
+    if args.schema_registry:
+        options["schema-registry-url"] = args.schema_registry
+    try:
+        decoder = make_decoder(args.protocol, options)
+    except ConfigError as exc:
+        print(f"ticdc-lake decode: {exc}", file=sys.stderr)
+        return 2
+    out = sys.stdout.buffer
+    if args.input:
+        messages = _read_input(args.input, args.protocol)
+        if isinstance(messages, int):
+            return messages
+    else:
+        if not (args.key_file or args.value_file):
+            print("ticdc-lake decode: give --input FILE, or --key-file and/or --value-file", file=sys.stderr)
+            return 2
+        key = Path(args.key_file).read_bytes() if args.key_file else None
+        value = Path(args.value_file).read_bytes() if args.value_file else None
+        messages = [("the message", key, value)]
+    for where, key, value in messages:
+        try:
+            events = decoder.decode(key, value, None)
+        except DecodeError as exc:
+            print(f"ticdc-lake decode: {where}: {exc}", file=sys.stderr)
+            return 1
+        for event in events:
+            out.write(_event_line(event) + b"\n")
+    out.flush()
+    return 0
+
+
+def _read_input(path: str, protocol: str):
+    """JSON lines {"key": base64|null, "value": base64|null, "partition": n, "offset": n}."""
+    messages = []
+    try:
+        lines = Path(path).read_bytes().splitlines()
+    except OSError as exc:
+        print(f"ticdc-lake decode: cannot read {path}: {exc.strerror}", file=sys.stderr)
+        return 2
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            doc = orjson.loads(line)
+            key = base64.b64decode(doc["key"], validate=True) if doc.get("key") is not None else None
+            value = base64.b64decode(doc["value"], validate=True) if doc.get("value") is not None else None
+        except Exception as exc:
+            print(f"ticdc-lake decode: {path} line {number}: not a message line ({exc.__class__.__name__}: {exc})", file=sys.stderr)
+            return 2
+        where = f"{path} line {number} (partition {doc.get('partition')}, offset {doc.get('offset')})"
+        messages.append((where, key, value))
+    return messages
+
+
+def _pipeline(args):
+    from spark_jobs.config import load_config
+    from spark_jobs.spark_session import get_spark
+    config = load_config(args.config)
+    config.source(args.source)
+    return config, get_spark(config, f"ticdc-lake {args.command} {args.source}")
+
+
+def cmd_land(args) -> int:
+    from spark_jobs.land_bronze import land_bronze
+    config, spark = _pipeline(args)
+    land_bronze(spark, config, args.source)
+    return 0
+
+
+def cmd_silver(args) -> int:
+    from spark_jobs.build_silver import build_silver
+    config, spark = _pipeline(args)
+    build_silver(spark, config, args.source)
+    return 0
+
+
+def cmd_gold(args) -> int:
+    from spark_jobs.build_gold import build_gold
+    config, spark = _pipeline(args)
+    build_gold(spark, config, args.source, test=args.test)
+    return 0
+
+
+def cmd_run(args) -> int:
+    from spark_jobs.build_gold import build_gold
+    from spark_jobs.build_silver import build_silver
+    from spark_jobs.land_bronze import land_bronze
+    config, spark = _pipeline(args)
+    land_bronze(spark, config, args.source)
+    build_silver(spark, config, args.source)
+    build_gold(spark, config, args.source)
+    return 0
+
+
+def cmd_config(args) -> int:
+    from spark_jobs.config import load_config
+    config = load_config(args.config)
+    print(f"{config.path}: valid; mode {config.runtime.mode}, local directory {config.local_dir}")
+    for s in config.sources:
+        topics = ", ".join(s.topics) if s.topics else f"pattern {s.topic_pattern}"
+        print(f"  source {s.name}: {s.protocol} from {topics} at {s.kafka.bootstrap_servers}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from spark_jobs.demo import run_demo
+    return run_demo(args.config)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ticdc-lake", description="TiCDC change streams into Apache Iceberg.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("decode", help="decode TiCDC messages into canonical change events (JSON lines)")
+    p.add_argument("--protocol", required=True, choices=PROTOCOLS)
+    p.add_argument("--option", action="append", type=_parse_option, metavar="KEY=VALUE", help="a protocol option")
+    p.add_argument("--schema-registry", metavar="URL", help="Confluent Schema Registry (avro)")
+    p.add_argument("--key-file", help="one message's key bytes")
+    p.add_argument("--value-file", help="one message's value bytes")
+    p.add_argument("--input", help="JSON lines {key, value (base64 or null), partition, offset}, decoded in order")
+    p.set_defaults(func=cmd_decode)
+
+    p = sub.add_parser("config", help="validate the configuration and show its sources")
+    p.add_argument("--config", help="the config file (default: $TICDC_LAKE_CONFIG or config/pipeline.yaml)")
+    p.set_defaults(func=cmd_config)
+
+    for name, func, text in (("land", cmd_land, "land new Kafka records into bronze"),
+                             ("silver", cmd_silver, "decode new bronze records into silver"),
+                             ("gold", cmd_gold, "build the gold tables with dbt"),
+                             ("run", cmd_run, "land, decode and build gold once")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--source", required=True)
+        p.add_argument("--config")
+        if name == "gold":
+            p.add_argument("--test", action="store_true", help="run the dbt tests after building")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("demo", help="the embedded demo: broker, change stream, pipeline DAG, gold tables")
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("py4j", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"ticdc-lake {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Session fixtures: one broker, one SparkSession, one migrated Airflow database for the whole run.
+
+Everything lives under `.local/tests/run-<pid>/` in the checkout (git-ignored); a run removes the
+directories of earlier runs that are no longer alive, never those of a run still going.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TEST_ROOT = REPO / ".local" / "tests"
+TEST_HOME = TEST_ROOT / f"run-{os.getpid()}"
+
+# Airflow reads its settings at import time: set them before anything imports it.
+os.environ.update({
+    "AIRFLOW_HOME": str(TEST_HOME / "airflow"),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+    "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+    "AIRFLOW__API_AUTH__JWT_SECRET": "test-only-jwt-secret-" + "x" * 64,
+    "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
+    "TICDC_LAKE_HOME": str(TEST_HOME / "lake"),
+    "TICDC_LAKE_CONFIG": str(TEST_HOME / "pipeline.yaml"),
+})
+
+TEST_CONFIG = """
+runtime:
+  mode: embedded
+  local_dir: {lake}
+  spark:
+    master: local[2]
+    driver_memory: 3g
+    shuffle_partitions: 4
+sources:
+  - name: shop
+    protocol: canal-json
+    topics: [shop_cdc]
+    options:
+      enable-tidb-extension: true
+    kafka:
+      bootstrap_servers: {bootstrap}
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def pytest_sessionstart(session):
+    for old in TEST_ROOT.glob("run-*") if TEST_ROOT.exists() else []:
+        pid = old.name.removeprefix("run-")
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    TEST_HOME.mkdir(parents=True, exist_ok=True)
+
+
+@pytest.fixture(scope="session")
+def broker():
+    from spark_jobs.broker import EmbeddedBroker
+    b = EmbeddedBroker(TEST_HOME / "broker").start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="session")
+def pipeline_config(broker):
+    """The test config file (also `TICDC_LAKE_CONFIG` for the DAGs), pointing at the test broker."""
+    from spark_jobs.config import load_config
+    path = Path(os.environ["TICDC_LAKE_CONFIG"])
+    path.write_text(TEST_CONFIG.format(lake=TEST_HOME / "lake", bootstrap=broker.bootstrap))
+    return load_config(path)
+
+
+@pytest.fixture(scope="session")
+def spark(pipeline_config):
+    from spark_jobs.spark_session import get_spark
+    session = get_spark(pipeline_config, "ticdc-lakehouse tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """A throw-away Airflow metadata database, migrated once."""
+    Path(os.environ["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True,
+                   stdout=subprocess.DEVNULL, env=os.environ.copy())
+    return Path(os.environ["AIRFLOW_HOME"])
