@@ -138,6 +138,8 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
         ON t.source = s.source AND t.topic = s.topic AND t.`partition` = s.`partition` AND t.`offset` = s.`offset`
         WHEN NOT MATCHED THEN INSERT *""")
     decoded.unpersist()
+    for view in ("silver_batch_rows", "silver_batch_ddl", "silver_batch_watermarks", "silver_batch_quarantine"):
+        spark.catalog.dropTempView(view)
     counts["messages"] = messages
     return _finish(spark, config, source.name, current, counts, started)
 

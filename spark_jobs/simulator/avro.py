@@ -296,6 +296,9 @@ def expected(event: Event, options: Mapping[str, Any]) -> ChangeEvent | None:
     - Handle-key columns come in the table's column order, not the index's.
     - Database, table and column names pass through Avro's name rule (a leading digit gets `_`,
       anything outside [A-Za-z0-9_] becomes `_`), so names using other characters are changed.
+    - ENUM/SET labels in `connect.parameters.allowed` are escaped irreversibly (a backslash is not
+      escaped, `\\'` and `''` both become `'`): values still decode exactly as sent, but the label
+      list the decoder keeps for the writer schema (`last_columns`) can be wrong for such labels.
     - BIGINT UNSIGNED in `long` mode and DECIMAL in `string` mode lose nothing: the decoder unwraps
       the first and takes the digits of the second as sent.
     """

@@ -127,8 +127,7 @@ def _json_values():
 
 def values_of(column: Column) -> st.SearchStrategy:
     """Typed model values (see model.py) a column of this type can hold."""
-    base, args, unsigned = column.base, None, column.unsigned
-    definition = column.type
+    base, unsigned, definition = column.base, column.unsigned, column.type
     if base in _INT_RANGES:
         return st.integers(*_int_range(base, unsigned))
     if base == "decimal":
@@ -153,7 +152,7 @@ def values_of(column: Column) -> st.SearchStrategy:
         unit = 10 ** (6 - fsp)
         return st.integers(-_TIME_MAX_US // unit, _TIME_MAX_US // unit).map(lambda n: dt.timedelta(microseconds=n * unit))
     if base == "year":
-        return st.sampled_from([0]) | st.integers(1901, 2155)
+        return st.just(0) | st.integers(1901, 2155)
     if base in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext"):
         size = int(definition[definition.index("(") + 1:-1]) if "(" in definition else 40
         text = st.text(max_size=min(size, 40))

@@ -14,7 +14,7 @@ from spark_jobs.simulator.model import RowChange, Watermark
 from spark_jobs.simulator.oracle import upstream_state
 from spark_jobs.simulator.shop_stream import CUSTOMERS, CUSTOMERS_V2, ORDERS, PRODUCTS, shop_stream, shop_stream_more, tso
 from spark_jobs.simulator.stream import encode_stream
-from tests.e2e.gold_rows import gold_state, oracle_state
+from spark_jobs.gold_check import gold_state, oracle_state
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,7 @@
-"""Gold table rows as canonical value text, to compare with the oracle's upstream state."""
+"""Gold tables compared with the upstream database (the simulator's oracle), value for value.
+
+Used by the demo's report and the end-to-end tests.
+"""
 
 from __future__ import annotations
 
@@ -51,3 +54,7 @@ def oracle_state(rows: dict[tuple, dict[str, str | None]], columns: list[tuple[s
             values[name] = v
         out[tuple(str(k) for k in key)] = values
     return out
+
+
+def gold_matches_upstream(spark, table: str, schema_columns: list[tuple[str, str]], upstream_rows: dict) -> bool:
+    return gold_state(spark, table, schema_columns) == oracle_state(upstream_rows, schema_columns)

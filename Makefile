@@ -1,0 +1,43 @@
+# Two commands do all the set-up on a fresh machine (Python 3.11 and Java 17):
+#   make demo   the embedded demo: broker on loopback, change stream, ingest DAG, gold tables
+#   make test   the whole test suite
+# Both create .venv from requirements.lock when it is missing or stale.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast bench-decode lock venv check-java clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
+	$(BIN)/uv pip sync --python $(BIN)/python --quiet requirements.lock
+	$(BIN)/uv pip install --python $(BIN)/python --quiet --no-deps -e .
+	@touch $@
+
+check-java:
+	@java -version 2>&1 | grep -q 'version "17' || { echo "Java 17 is required (java -version)"; exit 1; }
+
+demo: venv check-java
+	$(BIN)/ticdc-lake demo
+
+test: venv check-java
+	$(BIN)/python -m pytest
+
+test-fast: venv
+	$(BIN)/python -m pytest -m "not e2e and not long"
+
+bench-decode: venv
+	$(BIN)/python bench/decode.py
+
+# Recompile the lock file after changing requirements.in.
+lock: venv
+	$(BIN)/uv pip compile --python-version 3.11 --quiet requirements.in -o requirements.lock
+
+clean:
+	rm -rf .local dbt_project/target dbt_project/logs

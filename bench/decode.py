@@ -1,0 +1,253 @@
+"""Decode throughput per protocol, against the floor of parsing the same bytes and nothing more.
+
+    python bench/decode.py [--messages N]
+
+For each protocol variant the simulator encodes N row changes of an orders-like table (2/3 inserts,
+1/3 updates, TiDB extension on). In the same run it measures, best of 3, the codec's decode over all
+messages and the floor: orjson.loads of the same values (Open: of each JSON item inside the
+framing), fastavro.schemaless_reader of the same payloads with pre-parsed schemas (Avro: key and
+value, as the codec reads both; Simple-Avro: the value). The ratio is decode time / floor time, so
+it says what canonicalisation costs on top of parsing on this machine; absolute numbers depend on
+the machine, which is why the floor is measured alongside. A cProfile line per protocol names the
+three functions with the most cumulative time under `decode`. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as dt
+import importlib.util
+import io
+import json
+import pstats
+import random
+import sys
+import time
+import urllib.request
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import fastavro  # noqa: E402
+import orjson  # noqa: E402
+
+from spark_jobs.codecs import decoder_class, make_decoder  # noqa: E402
+from spark_jobs.codecs.simple import message_schema  # noqa: E402
+from spark_jobs.simulator.model import Bootstrap, Column, Ddl, Message, RowChange, Table, Watermark  # noqa: E402
+from spark_jobs.simulator.stream import encode_stream  # noqa: E402
+
+PROTOCOLS = ("canal-json", "open", "debezium", "avro", "simple-json", "simple-avro")
+OPTIONS: dict[str, dict[str, Any]] = {
+    "canal-json": {"enable-tidb-extension": True},
+    "open": {},
+    "debezium": {"enable-tidb-extension": True},
+    "avro": {"enable-tidb-extension": True},
+    "simple-json": {},
+    "simple-avro": {},
+}
+REPEATS = 3
+BASE_MS = 1_763_800_000_000
+
+ORDERS = Table("shop", "orders", (
+    Column("order_id", "bigint unsigned", nullable=False),
+    Column("customer_id", "int", nullable=False),
+    Column("sku", "varchar(16)", nullable=False),
+    Column("quantity", "smallint unsigned", nullable=False),
+    Column("unit_price", "decimal(10,2)", nullable=False),
+    Column("discount", "decimal(5,4)"),
+    Column("total", "decimal(12,2)", nullable=False),
+    Column("currency", "char(3)", nullable=False),
+    Column("status", "enum('new','paid','shipped','delivered','cancelled')", nullable=False),
+    Column("tags", "set('gift','express','fragile','b2b')"),
+    Column("note", "varchar(255)"),
+    Column("weight_kg", "double"),
+    Column("ship_date", "date"),
+    Column("created_at", "datetime(3)", nullable=False),
+    Column("updated_at", "timestamp(6)", nullable=False),
+), key=("order_id",), table_id=103, schema_version=BASE_MS << 18)
+
+
+def _order(rng: random.Random, order_id: int, now: dt.datetime) -> dict[str, Any]:
+    quantity = rng.randint(1, 20)
+    price = Decimal(rng.randint(100, 99_999)).scaleb(-2)
+    discount = rng.choice([None, Decimal("0.0500"), Decimal("0.1000"), Decimal("0.2500")])
+    total = (price * quantity * (1 - (discount or 0))).quantize(Decimal("0.01"))
+    return {
+        "order_id": order_id, "customer_id": rng.randint(1, 500_000), "sku": f"SKU-{rng.randint(0, 99_999):05d}",
+        "quantity": quantity, "unit_price": price, "discount": discount, "total": total,
+        "currency": rng.choice(["EUR", "USD", "JPY"]), "status": "new",
+        "tags": tuple(t for t in ("gift", "express", "fragile", "b2b") if rng.random() < 0.2),
+        "note": rng.choice([None, "", "leave at the door", "Lieferung an Packstation — bitte klingeln"]),
+        "weight_kg": round(rng.uniform(0.1, 40), 3), "ship_date": rng.choice([None, now.date()]),
+        "created_at": now.replace(microsecond=now.microsecond // 1000 * 1000), "updated_at": now,
+    }
+
+
+def orders_stream(count: int) -> list:
+    """CREATE TABLE, a bootstrap, `count` row changes (2/3 inserts, 1/3 updates), a watermark."""
+    rng = random.Random(7)
+    ts = BASE_MS << 18
+    events: list = [Ddl(ts, "shop", "orders", "CREATE TABLE `shop`.`orders` (...)", "create_table", table_after=ORDERS),
+                    Bootstrap(ORDERS)]
+    rows: list[dict[str, Any]] = []
+    start = dt.datetime(2025, 11, 22, 8, 0, 0)
+    for i in range(count):
+        ts += rng.randint(1, 40) << 18 | rng.randint(0, 3)
+        now = start + dt.timedelta(milliseconds=(ts >> 18) - BASE_MS, microseconds=rng.randrange(1000))
+        if i % 3 == 2 and rows:
+            index = rng.randrange(len(rows))
+            old = rows[index]
+            new = {**old, "status": rng.choice(["paid", "shipped", "delivered", "cancelled"]), "updated_at": now}
+            rows[index] = new
+            events.append(RowChange(ts, "update", ORDERS, old, new))
+        else:
+            row = _order(rng, 10_000_000 + i, now)
+            rows.append(row)
+            events.append(RowChange(ts, "insert", ORDERS, None, row))
+    events.append(Watermark(ts + (1 << 18)))
+    return events
+
+
+# ---- the floor: parsing the same bytes --------------------------------------------------------------
+
+def _open_items(framed: bytes, pos: int) -> list[bytes]:
+    items = []
+    while pos < len(framed):
+        size = int.from_bytes(framed[pos:pos + 8], "big")
+        items.append(framed[pos + 8:pos + 8 + size])
+        pos += 8 + size
+    return items
+
+
+def floor_of(protocol: str, messages: list[Message], registry_url: str | None) -> Callable[[], int]:
+    """A function that parses every message the cheapest way the format allows; returns the count."""
+    loads = orjson.loads
+    if protocol == "open":
+        items = [item for m in messages for item in _open_items(m.key, 8) + _open_items(m.value, 0) if item]
+
+        def parse_items() -> int:
+            for item in items:
+                loads(item)
+            return len(messages)
+        return parse_items
+    if protocol == "avro":
+        schemas: dict[int, Any] = {}
+        payloads = []
+        for m in messages:
+            for part in (m.key, m.value):
+                if part:
+                    schema_id = int.from_bytes(part[1:5], "big")
+                    if schema_id not in schemas:
+                        with urllib.request.urlopen(f"{registry_url}/schemas/ids/{schema_id}") as response:
+                            schemas[schema_id] = fastavro.parse_schema(json.loads(json.load(response)["schema"]))
+                    payloads.append((schemas[schema_id], part[5:]))
+    elif protocol == "simple-avro":
+        schema = message_schema()
+        payloads = [(schema, m.value) for m in messages]
+    else:
+        values = [m.value for m in messages]
+
+        def parse_values() -> int:
+            for value in values:
+                loads(value)
+            return len(messages)
+        return parse_values
+    reader, buffer = fastavro.schemaless_reader, io.BytesIO
+
+    def read_payloads() -> int:
+        for writer_schema, data in payloads:
+            reader(buffer(data), writer_schema)
+        return len(messages)
+    return read_payloads
+
+
+def decode_all(protocol: str, messages: list[Message], options: dict) -> Callable[[], int]:
+    """A function that decodes every message with one warm decoder; returns the number of events."""
+    allowed = decoder_class(protocol).OPTIONS
+    decoder = make_decoder(protocol, {k: v for k, v in options.items() if k in allowed})
+    items = [(m.key, m.value, list(m.headers) or None) for m in messages]
+    decode = decoder.decode
+
+    def run() -> int:
+        events = 0
+        for key, value, headers in items:
+            events += len(decode(key, value, headers))
+        return events
+    run()  # warm: schema caches, registry look-ups, converter caches
+    return run
+
+
+def best_of(fn: Callable[[], int]) -> tuple[float, int]:
+    best, result = float("inf"), 0
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - started)
+    return best, result
+
+
+def profile_line(fn: Callable[[], int]) -> str:
+    """The three functions with the most cumulative time below the decoder's entry point."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    fn()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    total = max((cumulative for (path, _, name), (_, _, _, cumulative, _) in stats.stats.items()
+                 if name == "run" and path == __file__), default=0.0) or 1e-9
+    rows = []
+    for (path, line, name), (_, _, _, cumulative, _) in stats.stats.items():
+        if path == __file__ or name == "decode" or path == "~" and "profiler" in name:
+            continue
+        where = Path(path).name if path != "~" else "builtin"
+        rows.append((cumulative, f"{name} ({where}{':' + str(line) if line else ''}) {100 * cumulative / total:.0f}%"))
+    rows.sort(reverse=True)
+    return " | ".join(text for _, text in rows[:3])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000, help="row changes per protocol (default 20,000)")
+    args = parser.parse_args(argv)
+    registry_module = _load_by_path("bench_schema_registry", ROOT / "tests" / "support" / "schema_registry.py")
+    events = orders_stream(args.messages)
+    results, profiles = [], []
+    with registry_module.running_registry() as registry_url:
+        for protocol in PROTOCOLS:
+            options = dict(OPTIONS[protocol])
+            if protocol == "avro":
+                options["schema-registry-url"] = registry_url
+            messages = encode_stream(protocol, events, options=options)
+            floor_time, _ = best_of(floor_of(protocol, messages, registry_url))
+            run = decode_all(protocol, messages, options)
+            decode_time, decoded = best_of(run)
+            results.append((protocol, len(messages), decoded, len(messages) / floor_time,
+                            len(messages) / decode_time, decoded / decode_time, decode_time / floor_time))
+            profiles.append((protocol, profile_line(run)))
+    print(f"{args.messages:,} row changes per protocol, best of {REPEATS}; ratio = decode time / floor time")
+    header = f"{'protocol':<12} {'messages':>9} {'events':>8} {'floor msg/s':>12} {'decode msg/s':>13} {'events/s':>10} {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    for protocol, messages, decoded, floor_rate, rate, event_rate, ratio in results:
+        print(f"{protocol:<12} {messages:>9,} {decoded:>8,} {floor_rate:>12,.0f} {rate:>13,.0f} {event_rate:>10,.0f} {ratio:>6.1f}")
+    print()
+    print("profile (cumulative share of one decode pass):")
+    for protocol, line in profiles:
+        print(f"  {protocol:<12} {line}")
+
+
+def _load_by_path(name: str, path: Path):
+    """tests/ is not a package the bench may import from; load the stand-in registry by its path."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+if __name__ == "__main__":
+    main()
