@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import re
 import struct
 import zipfile
 from pathlib import Path
@@ -23,13 +24,14 @@ ICEBERG_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 ICEBERG_EXTENSIONS_JAR = "iceberg-spark-extensions-3.5_2.12-1.10.2.jar"
 JACKSON_JARS = ("jackson-core", "jackson-databind", "jackson-annotations", "jackson-datatype-jsr310")
 SHADED_JAR = "iceberg-shaded-jackson.jar"
+RELOCATION_VERSION = "2"  # bump when the relocation changes, so cached jars are rebuilt
 
-_FROM_SLASH, _TO_SLASH = b"com/fasterxml/jackson/", b"org/apache/iceberg/shaded/com/fasterxml/jackson/"
-_FROM_DOT, _TO_DOT = b"com.fasterxml.jackson.", b"org.apache.iceberg.shaded.com.fasterxml.jackson."
+# Jackson's package in slash and dot form, unless already relocated (relocating twice changes nothing).
+_JACKSON = re.compile(rb"(?<!shaded[/.])com([/.])fasterxml([/.])jackson([/.])")
 
 
 def _relocate_text(data: bytes) -> bytes:
-    return data.replace(_FROM_SLASH, _TO_SLASH).replace(_FROM_DOT, _TO_DOT)
+    return _JACKSON.sub(lambda m: b"org" + m[1] + b"apache" + m[1] + b"iceberg" + m[1] + b"shaded" + m[1] + m[0], data)
 
 
 def relocate_class(data: bytes) -> bytes:
@@ -107,7 +109,7 @@ def prepare_iceberg_runtime(cache_dir: Path) -> list[Path]:
     jackson = sorted(p for p in _pyspark_jars().glob("jackson-*.jar") if p.name.rsplit("-", 1)[0] in JACKSON_JARS)
     if len(jackson) != len(JACKSON_JARS):
         raise RuntimeError(f"expected Spark's Jackson jars {JACKSON_JARS} in {_pyspark_jars()}, found {[p.name for p in jackson]}")
-    stamp = hashlib.sha256("|".join(f"{p.name}:{p.stat().st_size}" for p in jackson).encode()).hexdigest()[:12]
+    stamp = hashlib.sha256("|".join([RELOCATION_VERSION, *(f"{p.name}:{p.stat().st_size}" for p in jackson)]).encode()).hexdigest()[:12]
     shaded = cache_dir / f"{Path(SHADED_JAR).stem}-{stamp}.jar"
     if not shaded.exists():
         log.info("building relocated Jackson classes for Iceberg into %s", shaded)

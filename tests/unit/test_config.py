@@ -1,0 +1,89 @@
+"""A bad config stops the run with one line naming the file, the key and what is allowed."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_jobs.codecs.errors import ConfigError
+from spark_jobs.config import configured_source_names, decoder_options, kafka_client_settings, load_config
+
+GOOD = """
+runtime:
+  mode: embedded
+  local_dir: lake
+sources:
+  - name: shop
+    protocol: canal-json
+    topics: [shop_cdc]
+    options: {enable-tidb-extension: true}
+    kafka:
+      bootstrap_servers: ${TEST_BOOTSTRAP:-127.0.0.1:9092}
+      sasl_mechanism: PLAIN
+      sasl_username_env: TEST_KAFKA_USER
+      sasl_password_env: TEST_KAFKA_PASSWORD
+  - name: orders_avro
+    protocol: avro
+    topic_pattern: "orders_.*"
+    kafka: {bootstrap_servers: "127.0.0.1:9092"}
+    schema_registry: {url: "http://127.0.0.1:8081", username_env: TEST_REG_USER, password_env: TEST_REG_PASSWORD}
+"""
+
+
+def write(tmp_path, text):
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_valid_config_loads_with_env_and_secrets(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEST_BOOTSTRAP", "127.0.0.1:19092")
+    monkeypatch.setenv("TEST_KAFKA_USER", "lake")
+    monkeypatch.setenv("TEST_KAFKA_PASSWORD", "s3cret-kafka")
+    monkeypatch.setenv("TEST_REG_USER", "reg")
+    monkeypatch.setenv("TEST_REG_PASSWORD", "s3cret-registry")
+    config = load_config(write(tmp_path, GOOD))
+    shop = config.source("shop")
+    assert shop.kafka.bootstrap_servers == "127.0.0.1:19092"
+    assert config.local_dir == (tmp_path / "lake").resolve()
+    settings = kafka_client_settings(shop)
+    assert settings["sasl.password"] == "s3cret-kafka" and settings["sasl.mechanism"] == "PLAIN"
+    options = decoder_options(config.source("orders_avro"))
+    assert options["schema-registry-password"] == "s3cret-registry"
+    # secrets are resolved only on demand: the loaded config and its repr never hold them
+    assert "s3cret" not in repr(config)
+    assert configured_source_names(tmp_path / "pipeline.yaml") == ["shop", "orders_avro"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (("protocol: canal-json", "protocol: canal"), "sources[0].protocol: 'canal' is not allowed; allowed: canal-json, open, debezium, avro, simple-json, simple-avro"),
+    (("    topics: [shop_cdc]\n", ""), "sources[0]: give exactly one of 'topics' or 'topic_pattern'"),
+    (("enable-tidb-extension: true", "enable-tidb-extensions: true"), "sources[0].options: unknown option 'enable-tidb-extensions' for protocol canal-json"),
+    (("enable-tidb-extension: true", "enable-tidb-extension: maybe"), "sources[0].options: option 'enable-tidb-extension' for protocol canal-json must be bool, got 'maybe'"),
+    (("  local_dir: lake", "  local_dir: lake\n  colour: blue"), "runtime: unknown key 'colour'; allowed: mode, local_dir, spark, catalog, packages, dbt_target"),
+    (("      bootstrap_servers: ${TEST_BOOTSTRAP:-127.0.0.1:9092}\n", ""), "sources[0].kafka: missing required key 'bootstrap_servers'"),
+    (("mode: embedded", "mode: cloud"), "runtime.mode: 'cloud' is not allowed; allowed: embedded, cluster"),
+    (("    schema_registry: {url: \"http://127.0.0.1:8081\", username_env: TEST_REG_USER, password_env: TEST_REG_PASSWORD}\n", ""), "sources[1].schema_registry: required for protocol avro"),
+    (("name: orders_avro", "name: shop"), "sources[1].name: duplicate source name 'shop'"),
+])
+def test_bad_config_names_file_key_and_allowed(tmp_path, change, message):
+    path = write(tmp_path, GOOD.replace(*change))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path.resolve()}: ")
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_type_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.landing\.max_records_per_run: must be an integer, got 'lots'"):
+        load_config(write(tmp_path, GOOD.replace("    options: {enable-tidb-extension: true}\n",
+                                                 "    options: {enable-tidb-extension: true}\n    landing: {max_records_per_run: lots}\n")))
+    with pytest.raises(ConfigError, match="configuration file not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_unset_secret_is_a_config_error_naming_the_variable(tmp_path, monkeypatch):
+    monkeypatch.delenv("TEST_KAFKA_USER", raising=False)
+    config = load_config(write(tmp_path, GOOD))
+    with pytest.raises(ConfigError, match="environment variable TEST_KAFKA_USER"):
+        kafka_client_settings(config.source("shop"))
