@@ -17,7 +17,8 @@ from typing import Iterable
 log = logging.getLogger(__name__)
 
 # One record per produce batch: Tansu's high watermark is right only then (ENVIRONMENT.md).
-PRODUCER_SETTINGS = {"batch.num.messages": 1, "linger.ms": 0, "enable.idempotence": True, "acks": "all"}
+PRODUCER_SETTINGS = {"batch.num.messages": 1, "linger.ms": 0, "enable.idempotence": True, "acks": "all",
+                     "message.max.bytes": 4_000_000}
 
 
 def tansu_binary() -> Path:

@@ -34,12 +34,16 @@ def gold_table_name(database: str, table: str) -> str:
     return f"{database}__{table}".lower()
 
 
-def run_dbt(args: list[str], source_name: str) -> None:
-    """One dbt command in-process (reusing the open SparkSession); raises with dbt's own message."""
+def run_dbt(args: list[str], source_name: str, work_dir: Path) -> None:
+    """One dbt command in-process (reusing the open SparkSession); raises with dbt's own message.
+
+    dbt's compiled files and logs go under `work_dir` (the local directory), not the checkout.
+    """
     from dbt.cli.main import dbtRunner
 
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "False")
     full = [*args, "--project-dir", str(DBT_PROJECT), "--profiles-dir", str(DBT_PROJECT),
+            "--target-path", str(work_dir / "target"), "--log-path", str(work_dir / "logs"),
             "--vars", json.dumps({"source_name": source_name}), "--quiet"]
     result = dbtRunner().invoke(full)
     if not result.success:
@@ -106,7 +110,8 @@ def build_gold(spark, config, source_name: str, test: bool = False) -> GoldResul
     """Staging and intermediate views, then every gold model of the source; optionally dbt tests."""
     started = time.monotonic()
     config.source(source_name)
-    run_dbt(["run", "--select", "staging", "intermediate"], source_name)
+    work_dir = config.local_dir / "dbt"
+    run_dbt(["run", "--select", "staging", "intermediate"], source_name, work_dir)
     tables = write_gold_models(spark, source_name)
     consistent = spark.sql(f"SELECT consistent_ts, consistency FROM lake_staging.int_consistent_ts "
                            f"WHERE source_name = '{source_name}'").collect()
@@ -114,9 +119,9 @@ def build_gold(spark, config, source_name: str, test: bool = False) -> GoldResul
     if not tables or ts is None:
         log.info("source %s: no gold tables to publish yet (consistent ts %s)", source_name, ts)
         return GoldResult(source_name, ts, how, {}, time.monotonic() - started)
-    run_dbt(["run", "--select", "marts"], source_name)
+    run_dbt(["run", "--select", "marts"], source_name, work_dir)
     if test:
-        run_dbt(["test"], source_name)
+        run_dbt(["test"], source_name, work_dir)
     counts = {}
     for database, table in tables:
         name = f"gold.{gold_table_name(database, table)}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from spark_jobs.codecs import sends_watermarks
 from spark_jobs.config import PipelineConfig, decoder_options
 from spark_jobs.ddl_schema import schema_after
-from spark_jobs.land_bronze import BRONZE_TABLE, committed_offsets, ensure_bronze
+from spark_jobs.land_bronze import BRONZE_TABLE, committed_offsets, ensure_bronze, main_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +70,6 @@ def _last_bronze_snapshot(spark, source: str) -> int | None:
     return rows[0][0] if rows else None
 
 
-def _current_bronze_snapshot(spark) -> int | None:
-    rows = spark.sql(f"SELECT snapshot_id FROM {BRONZE_TABLE}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
-    return rows[0][0] if rows else None
-
-
 def _bronze_since(spark, source: str, start: int | None, end: int):
     reader = spark.read.format("iceberg")
     reader = reader.option("start-snapshot-id", start).option("end-snapshot-id", end) if start else reader.option("snapshot-id", end)
@@ -92,7 +87,7 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
     started = time.monotonic()
     ensure_bronze(spark)
     ensure_silver(spark)
-    previous, current = _last_bronze_snapshot(spark, source.name), _current_bronze_snapshot(spark)
+    previous, current = _last_bronze_snapshot(spark, source.name), main_snapshot(spark)
     if current is None or current == previous:
         log.info("source %s: bronze has nothing new since the last silver run", source.name)
         return _finish(spark, config, source.name, None, {}, started)

@@ -19,13 +19,15 @@ RECORD_SCHEMA = pa.schema([
     ("key", pa.binary()),
     ("value", pa.binary()),
     ("headers", HEADER_TYPE),
-    ("value_size", pa.int64()),
+    ("record_bytes", pa.int64()),
+    ("stopped_early", pa.bool_()),   # on the last record of a range cut short by the byte budget
 ])
 
 
-def read_range(settings: dict, topic: str, partition: int, start: int, end: int,
+def read_range(settings: dict, topic: str, partition: int, start: int, end: int, max_bytes: int | None = None,
                batch_rows: int = 10_000, poll_timeout: float = 10.0) -> Iterator[pa.RecordBatch]:
-    """Every record of [start, end) of one partition, in offset order, in batches of `batch_rows`."""
+    """Every record of [start, end) of one partition, in offset order, in batches of `batch_rows`;
+    at most about `max_bytes` of keys and values (at least one record), so memory stays bounded."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({**settings, "group.id": "ticdc-lake-landing", "enable.auto.commit": False,
@@ -35,6 +37,7 @@ def read_range(settings: dict, topic: str, partition: int, start: int, end: int,
         columns = _empty_columns()
         next_offset = start
         idle_polls = 0
+        budget = max_bytes if max_bytes is not None else float("inf")
         while next_offset < end:
             msgs = consumer.consume(min(batch_rows, end - next_offset), timeout=1.0)
             if not msgs:
@@ -57,8 +60,12 @@ def read_range(settings: dict, topic: str, partition: int, start: int, end: int,
                     break
                 if offset < next_offset:
                     continue
-                _append(columns, m, topic, partition)
+                budget -= _append(columns, m, topic, partition)
                 next_offset = offset + 1
+                if budget <= 0 and next_offset < end:
+                    columns["stopped_early"][-1] = True
+                    next_offset = end
+                    break
             if len(columns["offset"]) >= batch_rows:
                 yield _batch(columns)
                 columns = _empty_columns()
@@ -72,17 +79,22 @@ def _empty_columns() -> dict[str, list]:
     return {name: [] for name in RECORD_SCHEMA.names}
 
 
-def _append(columns: dict[str, list], m, topic: str, partition: int) -> None:
+def _append(columns: dict[str, list], m, topic: str, partition: int) -> int:
+    """Add one record; returns its key and value bytes."""
     value = m.value()
+    key = m.key()
     columns["topic"].append(topic)
     columns["partition"].append(partition)
     columns["offset"].append(m.offset())
     columns["timestamp"].append(m.timestamp()[1] * 1000)
-    columns["key"].append(m.key())
+    columns["key"].append(key)
     columns["value"].append(value)
     headers = m.headers()
     columns["headers"].append([{"key": k, "value": v} for k, v in headers] if headers else [])
-    columns["value_size"].append(len(value) if value is not None else 0)
+    size = (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+    columns["record_bytes"].append(size)
+    columns["stopped_early"].append(False)
+    return size
 
 
 def _batch(columns: dict[str, list]) -> pa.RecordBatch:

@@ -342,6 +342,7 @@ def _enum_converter(elements: list[str]) -> Callable[[Any], str]:
         if label is None:
             raise ValueError(f"ENUM index out of range 0..{len(elements)}")
         return label
+    convert.lookup = lookup  # read by the generated row converters (text keys only)
     return convert
 
 
@@ -372,6 +373,7 @@ def _set_converter(elements: list[str]) -> Callable[[Any], str]:
         if len(memo) < 4096:
             memo[v] = text
         return text
+    convert.memo = memo  # read by the generated row converters (text keys only)
     return convert
 
 
@@ -385,7 +387,7 @@ class _Schema:
     """One (database, table, version): canonical schema plus the row converters built once for it."""
 
     __slots__ = ("database", "table", "version", "columns", "key_columns", "column_types", "table_schema",
-                 "converters", "text_columns", "names")
+                 "converters", "text_columns", "names", "convert_one", "convert_pair")
 
 
 def _need(doc: Any, key: str, kind: type | tuple[type, ...], protocol: str, where: str) -> Any:

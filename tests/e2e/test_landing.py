@@ -1,0 +1,162 @@
+"""Landing into bronze against the real broker and Iceberg: exact bytes, caps, new topics, gaps,
+and two runs of one source that cannot both commit the same range."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from spark_jobs import land_bronze as landing
+from spark_jobs.broker import produce
+from spark_jobs.config import KafkaSettings, LandingSettings, SourceSettings
+from spark_jobs.land_bronze import BRONZE_TABLE, ConcurrentLandingError, commit_batch, land_bronze, main_snapshot
+from spark_jobs.simulator.model import Message
+
+pytestmark = pytest.mark.e2e
+
+
+def config_with(pipeline_config, broker, name, topics=(), pattern=None, **landing_settings):
+    source = SourceSettings(name=name, protocol="canal-json", kafka=KafkaSettings(bootstrap_servers=broker.bootstrap),
+                            topics=list(topics), topic_pattern=pattern, landing=LandingSettings(**landing_settings))
+    return dataclasses.replace(pipeline_config, sources=[source])
+
+
+def bronze_records(spark, source):
+    rows = spark.sql(f"SELECT topic, `partition`, `offset`, key, value, headers FROM {BRONZE_TABLE} WHERE source = '{source}'").collect()
+    out = {}
+    for r in rows:
+        coordinate = (r["topic"], r["partition"], r["offset"])
+        assert coordinate not in out, f"{coordinate} landed twice"
+        out[coordinate] = (bytes(r["key"]) if r["key"] is not None else None,
+                           bytes(r["value"]) if r["value"] is not None else None,
+                           [(h["key"], bytes(h["value"]) if h["value"] is not None else None) for h in r["headers"]])
+    return out
+
+
+def expected_records(messages):
+    offsets: dict = {}
+    out = {}
+    for m in messages:
+        offset = offsets.get((m.topic, m.partition), 0)
+        offsets[(m.topic, m.partition)] = offset + 1
+        out[(m.topic, m.partition, offset)] = (m.key, m.value, list(m.headers))
+    return out
+
+
+def test_bytes_headers_large_and_empty_topics_land_exactly(spark, broker, pipeline_config):
+    broker.create_topics(["lb_data"], partitions=2)
+    broker.create_topics(["lb_empty"], partitions=1)
+    messages = [Message("lb_data", i % 2, bytes([i, 0, 255, 10]) if i != 4 else None,
+                        None if i == 3 else (b"\x00" * 1_000_000 if i == 5 else bytes(range(256)) * i),
+                        (("h", b"\x00\xff"), ("h", b"repeated"), ("empty", b""))) for i in range(12)]
+    produce(broker.bootstrap, messages)
+    config = config_with(pipeline_config, broker, "lb", topics=["lb_data", "lb_empty"])
+    result = land_bronze(spark, config, "lb")
+    assert result.records == 12 and result.per_partition == {("lb_data", 0): 6, ("lb_data", 1): 6}
+    assert result.lag == {("lb_data", 0): 0, ("lb_data", 1): 0, ("lb_empty", 0): 0}
+    assert bronze_records(spark, "lb") == expected_records(messages)
+    runs = spark.sql(f"SELECT topic, `partition`, records, next_offset FROM bronze.landing_runs WHERE batch_id = '{result.batch_id}'").collect()
+    assert sorted((r[0], r[1], r[2], r[3]) for r in runs) == [("lb_data", 0, 6, 6), ("lb_data", 1, 6, 6)]
+
+    snapshot = main_snapshot(spark)
+    again = land_bronze(spark, config, "lb")
+    assert again.records == 0 and main_snapshot(spark) == snapshot
+
+
+def test_topic_pattern_picks_up_a_topic_created_later(spark, broker, pipeline_config):
+    config = config_with(pipeline_config, broker, "lp", pattern="lp_.*")
+    broker.create_topics(["lp_a"], partitions=1)
+    first = [Message("lp_a", 0, b"a%d" % i, b"v%d" % i) for i in range(3)]
+    produce(broker.bootstrap, first)
+    assert land_bronze(spark, config, "lp").records == 3
+    broker.create_topics(["lp_b"], partitions=2)
+    second = [Message("lp_b", i % 2, b"b%d" % i, b"w%d" % i) for i in range(4)] + [Message("lp_a", 0, b"a9", b"v9")]
+    produce(broker.bootstrap, second)
+    assert land_bronze(spark, config, "lp").records == 5
+    assert bronze_records(spark, "lp") == expected_records(first + second)
+
+
+def test_record_and_byte_caps_bound_a_run_and_the_next_run_continues(spark, broker, pipeline_config):
+    broker.create_topics(["lc"], partitions=2)
+    messages = [Message("lc", i % 2, None, b"x" * 100) for i in range(20)]
+    produce(broker.bootstrap, messages)
+    config = config_with(pipeline_config, broker, "lc", topics=["lc"], max_records_per_run=7)
+    assert [land_bronze(spark, config, "lc").records for _ in range(4)] == [7, 7, 6, 0]
+    assert bronze_records(spark, "lc") == expected_records(messages)
+
+    more = [Message("lc", 0, None, b"y" * 100) for _ in range(10)]
+    produce(broker.bootstrap, more)
+    capped = config_with(pipeline_config, broker, "lc", topics=["lc"], max_bytes_per_run=350)
+    counts = []
+    while (n := land_bronze(spark, capped, "lc").records):
+        counts.append(n)
+    assert counts == [4, 4, 2]  # 350 bytes admit 4 records of 100 (the budget is crossed by the 4th)
+    assert bronze_records(spark, "lc") == expected_records(messages + more)
+
+
+def test_offsets_going_backwards_fail_or_are_accepted_and_recorded(spark, broker, pipeline_config):
+    broker.create_topics(["lg"], partitions=1)
+    produce(broker.bootstrap, [Message("lg", 0, None, b"old%d" % i) for i in range(5)])
+    config = config_with(pipeline_config, broker, "lg", topics=["lg"])
+    assert land_bronze(spark, config, "lg").records == 5
+    broker.delete_topics(["lg"])
+    broker.create_topics(["lg"], partitions=1)
+    produce(broker.bootstrap, [Message("lg", 0, None, b"new%d" % i) for i in range(2)])
+    snapshot = main_snapshot(spark)
+    with pytest.raises(RuntimeError, match=r"source lg: lg\[0\] offsets went backwards: landed up to 5, broker ends at 2"):
+        land_bronze(spark, config, "lg")
+    assert main_snapshot(spark) == snapshot
+    accepting = config_with(pipeline_config, broker, "lg", topics=["lg"], accept_gaps=True)
+    result = land_bronze(spark, accepting, "lg")
+    assert result.records == 2 and [g.kind for g in result.gaps] == ["offsets_went_backwards"]
+    gaps = spark.sql("SELECT topic, `partition`, kind, first_offset, end_offset FROM bronze.landing_gaps WHERE source = 'lg'").collect()
+    assert [tuple(g) for g in gaps] == [("lg", 0, "offsets_went_backwards", 5, 2)]
+    values = sorted(bytes(r[0]) for r in spark.sql(f"SELECT value FROM {BRONZE_TABLE} WHERE source = 'lg'").collect())
+    assert values == [b"new0", b"new1", b"old0", b"old1", b"old2", b"old3", b"old4"]
+
+
+def test_retention_gap_fails_or_is_recorded(spark, broker, pipeline_config, monkeypatch):
+    """Tansu cannot delete records (DeleteRecords crashes it): the broker's low watermark is moved
+    past what was landed at the planning level, with the real broker behind everything else."""
+    broker.create_topics(["lr"], partitions=1)
+    produce(broker.bootstrap, [Message("lr", 0, None, b"r%d" % i) for i in range(10)])
+    config = config_with(pipeline_config, broker, "lr", topics=["lr"], max_records_per_run=3)
+    assert land_bronze(spark, config, "lr").records == 3
+    real = landing.broker_watermarks
+
+    def retention_moved_low_watermark(source):
+        marks, starts = real(source)
+        return {tp: (6, high) for tp, (_, high) in marks.items()}, starts
+
+    monkeypatch.setattr(landing, "broker_watermarks", retention_moved_low_watermark)
+    with pytest.raises(RuntimeError, match=r"lr\[0\] offsets 3..5 were deleted by Kafka before landing"):
+        land_bronze(spark, config, "lr")
+    accepting = config_with(pipeline_config, broker, "lr", topics=["lr"], accept_gaps=True)
+    assert land_bronze(spark, accepting, "lr").records == 4
+    offsets = sorted(r[0] for r in spark.sql(f"SELECT `offset` FROM {BRONZE_TABLE} WHERE source = 'lr'").collect())
+    assert offsets == [0, 1, 2, 6, 7, 8, 9]
+    gaps = spark.sql("SELECT kind, first_offset, end_offset FROM bronze.landing_gaps WHERE source = 'lr'").collect()
+    assert [tuple(g) for g in gaps] == [("retention", 3, 6)]
+
+
+def test_a_second_run_of_the_same_source_cannot_commit_the_same_range(spark, broker, pipeline_config):
+    broker.create_topics(["lx"], partitions=1)
+    messages = [Message("lx", 0, b"k%d" % i, b"v%d" % i) for i in range(6)]
+    produce(broker.bootstrap, messages)
+    config = config_with(pipeline_config, broker, "lx", topics=["lx"])
+    source = config.source("lx")
+    landing.ensure_bronze(spark)
+    # run A plans and reads ...
+    base = main_snapshot(spark)
+    plan, _ = landing.plan_run(spark, source)
+    rows_a = landing.read_records(spark, source, plan.ranges, "runA").drop("record_bytes", "stopped_early").cache()
+    assert rows_a.count() == 6
+    # ... run B lands the same range and commits first ...
+    assert land_bronze(spark, config, "lx").records == 6
+    # ... so run A's commit is refused and publishes nothing
+    with pytest.raises(ConcurrentLandingError):
+        commit_batch(spark, rows_a, base, {landing.SUMMARY_SOURCE: "lx", landing.SUMMARY_BATCH: "runA",
+                                           landing.SUMMARY_OFFSETS: "{}", landing.SUMMARY_RANGES: "[]"}, "lx")
+    assert bronze_records(spark, "lx") == expected_records(messages)
+    assert [r[0] for r in spark.sql(f"SELECT name FROM {BRONZE_TABLE}.refs").collect()] == ["main"]
