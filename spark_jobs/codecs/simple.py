@@ -419,6 +419,139 @@ def _definition(base: str, length: int, decimal: int | None, elements: list[str]
     return base + (" unsigned" if unsigned and base in ("float", "double") else "")
 
 
+# ---- row converters generated per cached schema ---------------------------------------------------
+# Each cached schema gets, on its first row, two functions compiled for its exact column list: `one`
+# converts one row image, `pair` an update's data and old images. They do what `_convert` does
+# (which stays as the precise path), with the per-column converter calls inlined as straight-line
+# code and fast paths for values TiCDC already sends in canonical form: digit-only integers,
+# decimals at the column's scale, dates and datetimes of the column's shape, UTC timestamps, ENUM
+# and SET by the converters' own lookup tables. A fast path never decides anything the converter
+# would decide differently: whatever it does not recognise, and any exception it meets, goes to the
+# column's converter, and a converter's exception becomes the DecodeError `_convert` raises. For an
+# update, an old value equal to the data value of the same column takes the data value's text.
+
+_SLOW = object()
+_CODE_CACHE: dict[str, Any] = {}
+_DIGITS = "v.isdigit() and v.isascii() and (v[0] != '0' or len(v) == 1)"
+
+
+def _fast_expression(c: _Column, i: int, avro: bool) -> str:
+    """A Python expression over `v` (not None) giving the column's canonical text; `c{i}` is its converter."""
+    call = f"c{i}(v)"
+    base = c.base
+    if base in V.INTEGER_TYPES or base == "bit":
+        unsigned = base == "bit" or c.unsigned
+        as_int = "v.__class__ is int and v >= 0" if unsigned else "v.__class__ is int"
+        return f"v if v.__class__ is str and {_DIGITS} else str(v) if {as_int} else {call}"
+    if base == "year":
+        return f"v if v.__class__ is str and len(v) == 4 and v.isdigit() and v.isascii() else {call}"
+    if base == "decimal":
+        scale = c.scale
+        if scale is None:
+            return call
+        if scale == 0:
+            return f"v if v.__class__ is str and v.isdigit() and (v[0] != '0' or len(v) == 1) else {call}"
+        return (f"v if v.__class__ is str and len(v) > {scale + 1} and v[{-scale - 1}] == '.' "
+                f"and v[:{-scale - 1}].isdigit() and v[{-scale}:].isdigit() "
+                f"and (v[0] != '0' or len(v) == {scale + 2}) else {call}")
+    if base == "double":
+        return (f"(repr(f) if (f := float(v)) != 0 else '0.0') "
+                f"if v.__class__ is str or v.__class__ is float or v.__class__ is int else {call}")
+    if base == "date":
+        return f"v if v.__class__ is str and len(v) == 10 and v[4:8:3] == '--' else {call}"
+    if base in ("datetime", "timestamp"):
+        shaped = _datetime_shape("t", c.fsp)
+        if base == "datetime":
+            return f"v if (t := v).__class__ is str and {shaped} else {call}"
+        return (f"t if v.__class__ is dict and v.get('location') in utc_locations "
+                f"and (t := v.get('value')).__class__ is str and {shaped} else {call}")
+    if base == "enum":
+        return f"(lookup{i}(v) if v.__class__ is str or v.__class__ is int else None) or {call}"
+    if base == "set":
+        return f"(memo{i}(v) if v.__class__ is str or v.__class__ is int else None) or {call}"
+    return call
+
+
+def _datetime_shape(t: str, fsp: int | None) -> str:
+    """`_datetime_converter(fsp)`'s test for a text it returns as is."""
+    if fsp is None:
+        size = f"(len({t}) == 19 or len({t}) > 20 and {t}[19] == '.')"
+    else:
+        size = f"len({t}) == {19 if fsp == 0 else 20 + fsp}"
+    return f"{size} and {t}[4:17:3] == '-- ::'"
+
+
+def _row_source(schema: _Schema, avro: bool) -> tuple[str, list[str]]:
+    """Source of `make(...) -> (one, pair)` for this schema, and the names `make` takes."""
+    columns = {c.name: c for c in schema.columns}
+    converted = [name for name, _ in schema.converters]
+    order = converted + list(schema.text_columns)
+    count = len(order)
+    params = ["BAD", "SLOW", "slow", "text_error", "unknown_error", "utc_locations"]
+    for i, name in enumerate(converted):
+        params.append(f"c{i}")
+        if columns[name].base == "enum":
+            params.append(f"lookup{i}")
+        elif columns[name].base == "set":
+            params.append(f"memo{i}")
+    lines = [f"def make({', '.join(params)}):"]
+
+    def fetch(row: str, var: str) -> list[str]:
+        return [f"        {var}{i} = {row}[{name!r}]" for i, name in enumerate(order)] or ["        pass"]
+
+    def convert(row: str, var: str, where: str, keep: bool, same_as: str | None) -> list[str]:
+        out = []
+        for i, name in enumerate(converted):
+            c = columns[name]
+            value = f"{var}{i}"
+            out.append(f"    if {value} is not None:")
+            out.append(f"        v = {value}")
+            if same_as is not None:
+                kinds = "v.__class__ is dict or v.__class__ is str" if c.base == "timestamp" else "v.__class__ is str"
+                out.append(f"        if ({kinds}) and v == {same_as}{i}:")
+                out.append(f"            x = x{i}")
+                out.append("        else:")
+                indent = "            "
+            else:
+                indent = "        "
+            out.append(f"{indent}try:")
+            out.append(f"{indent}    x = {_fast_expression(c, i, avro)}")
+            out.append(f"{indent}except BAD:")
+            out.append(f"{indent}    x = slow({i}, v, {where})")
+            out.append("        if x is not v:")
+            out.append(f"            {row}[{name!r}] = x")
+            if keep:
+                out.append(f"        x{i} = x")
+        for i in range(len(converted), count):
+            out.append(f"    if {var}{i} is not None and {var}{i}.__class__ is not str:")
+            out.append(f"        raise text_error({i}, {var}{i}, {where})")
+        out.append(f"    if len({row}) != {count}:")
+        out.append(f"        raise unknown_error({row}, {where})")
+        return out
+
+    lines += ["  def one(row, where):",
+              "    if row.__class__ is not dict:",
+              "        return SLOW(row, where)",
+              "    try:", *fetch("row", "v"), "    except KeyError:", "        return SLOW(row, where)",
+              *convert("row", "v", "where", False, None),
+              "    return row"]
+    lines += ["  def pair(data, old):",
+              "    if data.__class__ is not dict:",
+              "        return SLOW(data, 'data'), one(old, 'old')",
+              "    try:", *fetch("data", "v"), "    except KeyError:",
+              "        return SLOW(data, 'data'), one(old, 'old')",
+              *convert("data", "v", "'data'", True, None),
+              "    if old.__class__ is not dict:",
+              "        return data, SLOW(old, 'old')",
+              "    try:", *fetch("old", "w"), "    except KeyError:",
+              "        return data, SLOW(old, 'old')",
+              *convert("old", "w", "'old'", False, "v"),
+              "    return data, old"]
+    lines.append("  return one, pair")
+    # the nested functions are indented by two; their bodies by four (the helpers above write four)
+    return "\n".join(lines) + "\n", params
+
+
 # ---- the decoder ------------------------------------------------------------------------------
 
 class _SimpleDecoder:
@@ -536,11 +669,18 @@ class _SimpleDecoder:
             raise DecodeError(protocol, f"{kind} without data", "data")
         if op != "insert" and old is None:
             raise DecodeError(protocol, f"{kind} without old", "old")
-        after = self._convert(schema, data, "data") if op != "delete" else None
-        before = self._convert(schema, old, "old") if op != "insert" else None
-        flags = ["handle_key_only"] if msg.get("handleKeyOnly") else []
-        return [ChangeEvent("row", database, table, commit_ts, op, list(schema.key_columns), before, after,
-                            dict(schema.column_types), version, None, None, None, flags)]
+        if schema.convert_one is None:
+            self._compile_rows(schema)
+        if op == "insert":
+            after, before = schema.convert_one(data, "data"), None
+        elif op == "delete":
+            after, before = None, schema.convert_one(old, "old")
+        else:
+            after, before = schema.convert_pair(data, old)
+        # key_columns and column_types are the schema's own, shared by its events: nothing mutates them
+        return [ChangeEvent("row", database, table, commit_ts, op, schema.key_columns, before, after,
+                            schema.column_types, version, None, None, None,
+                            ["handle_key_only"] if msg.get("handleKeyOnly") else [])]
 
     def _convert(self, schema: _Schema, row: Any, where: str) -> dict[str, str | None]:
         """Canonical text of every column the row carries, converted in place in the parsed dict."""
@@ -565,6 +705,53 @@ class _SimpleDecoder:
             raise DecodeError(self.protocol, f"columns {unknown} are not in schema version {schema.version} of "
                               f"{schema.database}.{schema.table}", f"{where}.{unknown[0]}")
         return row
+
+    def _compile_rows(self, schema: _Schema) -> None:
+        """Give the schema its generated `convert_one` / `convert_pair` (see `_row_source`)."""
+        source, params = _row_source(schema, self._AVRO)
+        make = _CODE_CACHE.get(source)
+        if make is None:
+            if len(_CODE_CACHE) >= 256:
+                _CODE_CACHE.clear()
+            namespace: dict[str, Any] = {}
+            exec(compile(source, "<simple row converter>", "exec"), namespace)
+            make = _CODE_CACHE[source] = namespace["make"]
+        protocol = self.protocol
+        columns = {c.name: c for c in schema.columns}
+        converters = [convert for _, convert in schema.converters]
+        order = [name for name, _ in schema.converters] + list(schema.text_columns)
+
+        def slow(i, v, where):
+            try:
+                return converters[i](v)
+            except _BAD_INPUT as exc:
+                name = order[i]
+                raise DecodeError(protocol, f"bad {columns[name].definition} value {v!r} for column {name!r}: {exc}",
+                                  f"{where}.{name}") from None
+
+        def text_error(i, v, where):
+            name = order[i]
+            return DecodeError(protocol, f"bad {columns[name].definition} value {v!r} for column {name!r}: "
+                                         f"text value must be a string, got {type(v).__name__}", f"{where}.{name}")
+
+        def unknown_error(row, where):
+            unknown = sorted(set(row) - schema.names)
+            return DecodeError(protocol, f"columns {unknown} are not in schema version {schema.version} of "
+                                         f"{schema.database}.{schema.table}", f"{where}.{unknown[0]}")
+
+        def precise(row, where):
+            return self._convert(schema, row, where)
+
+        utc_locations = {name for name, zone in self._zones.items() if zone is None and name == "Local"}
+        args = {"BAD": _BAD_INPUT, "SLOW": precise, "slow": slow, "text_error": text_error,
+                "unknown_error": unknown_error, "utc_locations": frozenset(_UTC_NAMES | utc_locations)}
+        for i, (name, convert) in enumerate(schema.converters):
+            args[f"c{i}"] = convert
+            if columns[name].base == "enum":
+                args[f"lookup{i}"] = convert.lookup.get
+            elif columns[name].base == "set":
+                args[f"memo{i}"] = convert.memo.get
+        schema.convert_one, schema.convert_pair = make(*(args[p] for p in params))
 
     # -- schema cache --
 
@@ -638,6 +825,7 @@ class _SimpleDecoder:
         schema.table_schema = make_table_schema(schema.database, schema.table, entries, list(key_columns))
         schema.converters = []
         schema.text_columns = []
+        schema.convert_one = schema.convert_pair = None  # generated on the first row (_compile_rows)
         for c in columns:
             convert = self._converter(c)
             if convert is None:

@@ -1,0 +1,414 @@
+"""Bronze landing throughput and memory, against the floor of a plain Kafka consumer over the same topic.
+
+    python bench/land.py [--sizes 1000000,4000000] [--cap 250000] [--value-bytes 1024]
+
+For each size N, in its own subprocess (one JVM and one embedded Derby metastore per size, so that
+the peak memory of each size is measured apart): start the embedded broker, create a topic with 4
+partitions and produce N Canal-JSON-like messages of about `--value-bytes` bytes, one record per
+produce batch (Tansu's high watermark counts batches; ENVIRONMENT.md). Then, in the same run:
+
+- the floor: one confluent-kafka consumer, assign + seek to offset 0 on every partition, consume in
+  batches until every partition reaches its high watermark; messages/s and MB/s;
+- landing: `land_bronze` with `max_records_per_run` = `--cap`, run again and again until a run lands
+  nothing (Spark `local[2]`, driver memory 2g, embedded mode under `.local/bench/land/lake-<N>`),
+  while a background thread samples every 0.5 s the RSS of the Spark driver JVM and the sum over the
+  Python workers (`pyspark.daemon` and the workers it forks; forked pages shared with the daemon are
+  counted in each, so the sum is an upper bound). The ratio is landing msg/s / floor msg/s.
+
+At the end the bronze row count (and the count of distinct partition/offset pairs) of the source
+must equal N: this is the only check, and a mismatch makes the script exit non-zero. Nothing else is
+asserted; absolute numbers depend on the machine, which is why the floor is measured alongside.
+The last line says whether the peak memory grew with the topic size (the cap should bound it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import orjson  # noqa: E402
+
+from spark_jobs.broker import EmbeddedBroker, produce  # noqa: E402
+from spark_jobs.simulator.model import Message  # noqa: E402
+
+BENCH_DIR = ROOT / ".local" / "bench" / "land"
+TOPIC = "bench_land"
+SOURCE = "bench"
+PARTITIONS = 4
+PRODUCE_CHUNK = 50_000        # one producer per chunk: librdkafka's queue holds 100,000 messages by default
+SAMPLE_SECONDS = 0.5
+RESULT_PREFIX = "BENCH-LAND-RESULT "
+GROWTH_THRESHOLD = 0.25       # a larger peak by more than this share counts as "grew"
+MB = 1024 * 1024
+
+log = logging.getLogger("bench.land")
+
+
+# ---- messages ----------------------------------------------------------------------------------------
+
+_SQL_TYPES = {"order_id": -5, "customer_id": 4, "sku": 12, "quantity": 5, "unit_price": 3, "discount": 3,
+              "total": 3, "currency": 1, "status": 4, "tags": -7, "note": 12, "weight_kg": 8, "ship_date": 91,
+              "created_at": 93, "updated_at": 93}
+_MYSQL_TYPES = {"order_id": "bigint unsigned", "customer_id": "int", "sku": "varchar", "quantity": "smallint unsigned",
+                "unit_price": "decimal", "discount": "decimal", "total": "decimal", "currency": "char",
+                "status": "enum", "tags": "set", "note": "varchar", "weight_kg": "double", "ship_date": "date",
+                "created_at": "datetime", "updated_at": "timestamp"}
+_FILLER = ("Lieferung an Packstation, bitte klingeln; leave at the door if nobody answers. "
+           "Fragile: glassware inside, keep upright. Gift wrap requested, no invoice in the parcel. ") * 40
+_BASE_MS = 1_763_800_000_000
+
+
+def canal_json_value(i: int, size: int) -> bytes:
+    """A TiCDC Canal-JSON INSERT (TiDB extension on) of an orders row, padded to about `size` bytes."""
+    ms = _BASE_MS + i * 3
+    commit_ts = ms << 18 | (i & 3)
+    row = {
+        "order_id": str(10_000_000 + i), "customer_id": str((i * 7919) % 500_000 + 1), "sku": f"SKU-{(i * 31) % 100_000:05d}",
+        "quantity": str(i % 20 + 1), "unit_price": f"{(i * 13) % 99_900 + 100}.{i % 100:02d}",
+        "discount": ("0.0500", None, "0.1000", None)[i % 4], "total": f"{(i * 17) % 999_999}.{i % 97:02d}",
+        "currency": ("EUR", "USD", "JPY")[i % 3], "status": "1", "tags": str(i % 16), "note": "",
+        "weight_kg": f"{(i % 40_000) / 1000 + 0.1:.3f}", "ship_date": "2025-11-22",
+        "created_at": "2025-11-22 08:00:00.000", "updated_at": "2025-11-22 08:00:00.000000",
+    }
+    message = {"id": 0, "database": "shop", "table": "orders", "pkNames": ["order_id"], "isDdl": False,
+               "type": "INSERT", "es": ms, "ts": ms + 2, "sql": "", "sqlType": _SQL_TYPES, "mysqlType": _MYSQL_TYPES,
+               "old": None, "data": [row], "_tidb": {"commitTs": commit_ts}}
+    pad = size - len(orjson.dumps(message))
+    if pad > 0:
+        start = i % 97
+        row["note"] = _FILLER[start:start + pad]
+    return orjson.dumps(message)
+
+
+def messages(n: int, value_bytes: int, first: int = 0) -> Iterator[Message]:
+    for i in range(first, first + n):
+        yield Message(TOPIC, i % PARTITIONS, b'{"order_id":%d}' % (10_000_000 + i), canal_json_value(i, value_bytes))
+
+
+def produce_all(bootstrap: str, n: int, value_bytes: int) -> float:
+    """Produce N messages in chunks (one producer each, one record per batch); log every ~10%."""
+    started = time.monotonic()
+    done, next_report = 0, max(1, n // 10)
+    while done < n:
+        chunk = min(PRODUCE_CHUNK, n - done)
+        produce(bootstrap, messages(chunk, value_bytes, first=done))
+        done += chunk
+        if done >= next_report or done == n:
+            elapsed = time.monotonic() - started
+            log.info("produced %s/%s (%d%%) in %.0fs, %s msg/s", f"{done:,}", f"{n:,}", 100 * done // n, elapsed,
+                     f"{done / elapsed:,.0f}")
+            next_report = (done // max(1, n // 10) + 1) * max(1, n // 10)
+    return time.monotonic() - started
+
+
+# ---- the floor: a plain consumer ---------------------------------------------------------------------
+
+def floor_consume(bootstrap: str) -> dict:
+    """Assign every partition at offset 0 and consume until each reaches its high watermark."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-land-floor", "enable.auto.commit": False,
+                         "enable.partition.eof": False, "auto.offset.reset": "earliest"})
+    try:
+        metadata = consumer.list_topics(TOPIC, timeout=30)
+        partitions = sorted(metadata.topics[TOPIC].partitions)
+        high = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1] for p in partitions}
+        started = time.monotonic()
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in partitions])
+        position = {p: 0 for p in partitions}
+        pending = {p for p in partitions if high[p] > 0}
+        count = size = 0
+        while pending:
+            for m in consumer.consume(10_000, timeout=1.0):
+                if m.error() is not None:
+                    raise RuntimeError(f"floor consumer: {m.error()}")
+                value, key = m.value(), m.key()
+                count += 1
+                size += (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+                p = m.partition()
+                position[p] = m.offset() + 1
+                if position[p] >= high[p]:
+                    pending.discard(p)
+        seconds = time.monotonic() - started
+    finally:
+        consumer.close()
+    return {"records": count, "bytes": size, "seconds": seconds, "high": sum(high.values())}
+
+
+# ---- memory sampling ---------------------------------------------------------------------------------
+
+def _has_psutil() -> bool:
+    try:
+        import psutil  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def _descendants_psutil(pid: int) -> list[tuple[int, str, int]]:
+    import psutil
+    out = []
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return out
+    for child in children:
+        try:
+            out.append((child.pid, " ".join(child.cmdline()), child.memory_info().rss))
+        except psutil.Error:
+            continue
+    return out
+
+
+def _descendants_proc(pid: int) -> list[tuple[int, str, int]]:
+    """The same from /proc: parent links from /proc/<pid>/stat, RSS from VmRSS in /proc/<pid>/status."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    wanted, frontier = set(), [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, ppid in parents.items():
+            if ppid == parent and child not in wanted:
+                wanted.add(child)
+                frontier.append(child)
+    out = []
+    for child in wanted:
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            rss = 0
+            for line in Path(f"/proc/{child}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) * 1024
+            out.append((child, cmdline, rss))
+        except OSError:
+            continue
+    return out
+
+
+class MemorySampler:
+    """Peak RSS of the Spark driver JVM and of the Python workers (summed), sampled in a thread."""
+
+    def __init__(self, interval: float = SAMPLE_SECONDS):
+        self.interval = interval
+        self.descendants = _descendants_psutil if _has_psutil() else _descendants_proc
+        self.method = "psutil" if _has_psutil() else "/proc"
+        self.driver_peak = self.workers_peak = self.worker_max = self.workers_max_count = self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def sample(self) -> None:
+        driver = workers = worker_max = count = 0
+        for _, cmdline, rss in self.descendants(os.getpid()):
+            argv0 = cmdline.split(" ", 1)[0]
+            if argv0.endswith("java") and "SparkSubmit" in cmdline:
+                driver = max(driver, rss)
+            elif "pyspark.daemon" in cmdline or "pyspark.worker" in cmdline:
+                workers += rss
+                worker_max = max(worker_max, rss)
+                count += 1
+        self.driver_peak = max(self.driver_peak, driver)
+        self.workers_peak = max(self.workers_peak, workers)
+        self.worker_max = max(self.worker_max, worker_max)
+        self.workers_max_count = max(self.workers_max_count, count)
+        self.samples += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> "MemorySampler":
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+# ---- one size, in its own process --------------------------------------------------------------------
+
+def bench_config(bootstrap: str, lake_dir: Path, cap: int):
+    from spark_jobs.config import (KafkaSettings, LandingSettings, PipelineConfig, RuntimeSettings, SourceSettings,
+                                   SparkSettings)
+    source = SourceSettings(name=SOURCE, protocol="canal-json", kafka=KafkaSettings(bootstrap_servers=bootstrap),
+                            topics=[TOPIC], options={"enable-tidb-extension": True},
+                            landing=LandingSettings(max_records_per_run=cap))
+    runtime = RuntimeSettings(mode="embedded", local_dir=str(lake_dir),
+                              spark=SparkSettings(master="local[2]", driver_memory="2g"))
+    return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-land.yaml")
+
+
+def fresh_lake(lake_dir: Path) -> None:
+    """Remove the previous run's warehouse and metastore (the broker starts empty, so must bronze);
+    keep the relocated Iceberg jars, which take a while to build."""
+    lake_dir.mkdir(parents=True, exist_ok=True)
+    for entry in lake_dir.iterdir():
+        if entry.name == "jars":
+            continue
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+def one_size(n: int, cap: int, value_bytes: int) -> dict:
+    from spark_jobs.land_bronze import BRONZE_TABLE, land_bronze
+    from spark_jobs.spark_session import get_spark
+
+    lake_dir = BENCH_DIR / f"lake-{n}"
+    fresh_lake(lake_dir)
+    result: dict = {"size": n, "cap": cap, "value_bytes": value_bytes}
+    with EmbeddedBroker(BENCH_DIR / "broker") as broker:
+        broker.create_topics([TOPIC], partitions=PARTITIONS)
+        log.info("size %s: producing to %s[0..%d] on %s", f"{n:,}", TOPIC, PARTITIONS - 1, broker.bootstrap)
+        result["produce_s"] = produce_all(broker.bootstrap, n, value_bytes)
+
+        floor = floor_consume(broker.bootstrap)
+        if floor["records"] != n:
+            log.warning("floor consumer read %d records, expected %d (high watermarks sum %d)", floor["records"], n, floor["high"])
+        result.update(floor_records=floor["records"], floor_bytes=floor["bytes"], floor_s=floor["seconds"],
+                      floor_rate=floor["records"] / floor["seconds"], floor_mb_s=floor["bytes"] / MB / floor["seconds"])
+        log.info("floor: %s records in %.1fs, %s msg/s, %.1f MB/s", f"{floor['records']:,}", floor["seconds"],
+                 f"{result['floor_rate']:,.0f}", result["floor_mb_s"])
+
+        config = bench_config(broker.bootstrap, lake_dir, cap)
+        started = time.monotonic()
+        spark = get_spark(config, app_name=f"bench-land-{n}")
+        result["spark_start_s"] = time.monotonic() - started
+        try:
+            sampler = MemorySampler()
+            runs, landed, landed_bytes = [], 0, 0
+            with sampler:
+                started = time.monotonic()
+                while True:
+                    r = land_bronze(spark, config, SOURCE)
+                    runs.append((r.records, r.seconds))
+                    landed += r.records
+                    landed_bytes += r.bytes
+                    log.info("landing run %d: %s records in %.1fs (%s msg/s); %s of %s landed", len(runs),
+                             f"{r.records:,}", r.seconds, f"{r.records / r.seconds:,.0f}" if r.seconds else "-",
+                             f"{landed:,}", f"{n:,}")
+                    if r.records == 0:
+                        break
+                landing_s = time.monotonic() - started
+            rows, distinct = spark.sql(
+                f"SELECT count(*), count(DISTINCT topic, `partition`, `offset`) FROM {BRONZE_TABLE} "
+                f"WHERE source = '{SOURCE}'").collect()[0]
+        finally:
+            spark.stop()
+    result.update(
+        landing_s=landing_s, landing_runs=len(runs), landed=landed, landing_rate=landed / landing_s,
+        landing_mb_s=landed_bytes / MB / landing_s, ratio=(landed / landing_s) / result["floor_rate"],
+        driver_peak_mb=sampler.driver_peak / MB, workers_peak_mb=sampler.workers_peak / MB,
+        worker_max_mb=sampler.worker_max / MB, workers_max_count=sampler.workers_max_count,
+        samples=sampler.samples, sampler=sampler.method, bronze_rows=rows, bronze_distinct=distinct,
+        ok=(rows == n and distinct == n))
+    log.info("bronze.kafka_messages has %s rows (%s distinct offsets) for %s produced: %s", f"{rows:,}",
+             f"{distinct:,}", f"{n:,}", "ok" if result["ok"] else "MISMATCH")
+    return result
+
+
+# ---- the parent: one subprocess per size, then the table ---------------------------------------------
+
+def run_size(n: int, args) -> dict | None:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--one-size", str(n), "--cap", str(args.cap),
+           "--value-bytes", str(args.value_bytes)]
+    process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # stderr (the log) passes through
+    found = None
+    for line in process.stdout:
+        if line.startswith(RESULT_PREFIX):
+            found = json.loads(line[len(RESULT_PREFIX):])
+        else:
+            sys.stdout.write(line)
+    code = process.wait()
+    if code != 0 and found is None:
+        print(f"size {n:,}: the run failed (exit code {code}); see the log above", file=sys.stderr)
+    return found
+
+
+def growth_line(results: list[dict]) -> str:
+    small, large = min(results, key=lambda r: r["size"]), max(results, key=lambda r: r["size"])
+    if small is large:
+        return "one size only: no comparison of peak memory across topic sizes"
+    parts, grew = [], []
+    for key, name in (("driver_peak_mb", "driver JVM"), ("workers_peak_mb", "Python workers")):
+        change = large[key] / small[key] - 1 if small[key] else float("inf")
+        parts.append(f"{name} {small[key]:,.0f} -> {large[key]:,.0f} MB ({change:+.0%})")
+        if change > GROWTH_THRESHOLD:
+            grew.append(name)
+    verdict = (f"peak memory GREW with topic size ({', '.join(grew)})" if grew
+               else "peak memory did not grow with topic size")
+    return (f"{verdict}: {large['size'] / small['size']:.0f}x the messages ({small['size']:,} -> {large['size']:,}), "
+            f"{'; '.join(parts)} (grew = more than {GROWTH_THRESHOLD:.0%} larger)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000000,4000000", help="comma-separated message counts (default 1000000,4000000)")
+    parser.add_argument("--cap", type=int, default=250_000, help="landing.max_records_per_run (default 250,000)")
+    parser.add_argument("--value-bytes", type=int, default=1024, help="bytes per message value (default 1024)")
+    parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)  # internal: run one size, print a JSON line
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
+
+    if args.one_size is not None:
+        result = one_size(args.one_size, args.cap, args.value_bytes)
+        print(RESULT_PREFIX + json.dumps(result), flush=True)
+        return 0 if result["ok"] else 1
+
+    sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+    results, failed = [], []
+    for n in sizes:
+        r = run_size(n, args)
+        if r is None:
+            failed.append(n)
+        else:
+            results.append(r)
+    print()
+    print(f"landing into bronze, cap {args.cap:,} records per run, values of {args.value_bytes:,} bytes, "
+          f"{PARTITIONS} partitions, Spark local[2], driver memory 2g")
+    print("floor = one confluent-kafka consumer over the same topic; ratio = landing msg/s / floor msg/s; "
+          "landing = all runs until one lands nothing (Spark start-up excluded)")
+    header = (f"{'size':>10} {'produce s':>10} {'floor msg/s':>12} {'floor MB/s':>11} {'landing msg/s':>14} {'runs':>5} "
+              f"{'ratio':>6} {'driver peak MB':>15} {'workers peak MB':>16} {'bronze rows':>12}")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        print(f"{r['size']:>10,} {r['produce_s']:>10,.0f} {r['floor_rate']:>12,.0f} {r['floor_mb_s']:>11,.1f} "
+              f"{r['landing_rate']:>14,.0f} {r['landing_runs']:>5} {r['ratio']:>6.2f} {r['driver_peak_mb']:>15,.0f} "
+              f"{r['workers_peak_mb']:>16,.0f} {r['bronze_rows']:>12,}{'' if r['ok'] else '  MISMATCH'}")
+    for n in failed:
+        print(f"{n:>10,}  failed: see the log above")
+    if results:
+        print(f"workers = sum of RSS over pyspark.daemon and its workers (up to {max(r['workers_max_count'] for r in results)} "
+              f"processes; largest single worker {max(r['worker_max_mb'] for r in results):,.0f} MB); "
+              f"sampled every {SAMPLE_SECONDS}s via {results[0]['sampler']}")
+        print(growth_line(results))
+    bad = failed or [r["size"] for r in results if not r["ok"]]
+    if bad:
+        print(f"bronze row count differs from the messages produced (or the run failed) for: {', '.join(f'{n:,}' for n in bad)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
