@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -72,7 +73,8 @@ _BASE_MS = 1_763_800_000_000
 
 
 def canal_json_value(i: int, size: int) -> bytes:
-    """A TiCDC Canal-JSON INSERT (TiDB extension on) of an orders row, padded to about `size` bytes."""
+    """A TiCDC Canal-JSON INSERT (TiDB extension on) of an orders row, padded with its `note` column to
+    `size` bytes; below about 1,050 bytes the `sqlType` map is left empty (below about 850 `mysqlType` too)."""
     ms = _BASE_MS + i * 3
     commit_ts = ms << 18 | (i & 3)
     row = {
@@ -87,6 +89,11 @@ def canal_json_value(i: int, size: int) -> bytes:
                "type": "INSERT", "es": ms, "ts": ms + 2, "sql": "", "sqlType": _SQL_TYPES, "mysqlType": _MYSQL_TYPES,
                "old": None, "data": [row], "_tidb": {"commitTs": commit_ts}}
     pad = size - len(orjson.dumps(message))
+    for type_map in ("sqlType", "mysqlType"):   # the bare message is about 1,050 bytes: make room
+        if pad >= 0:
+            break
+        message[type_map] = {}
+        pad = size - len(orjson.dumps(message))
     if pad > 0:
         start = i % 97
         row["note"] = _FILLER[start:start + pad]
@@ -101,16 +108,17 @@ def messages(n: int, value_bytes: int, first: int = 0) -> Iterator[Message]:
 def produce_all(bootstrap: str, n: int, value_bytes: int) -> float:
     """Produce N messages in chunks (one producer each, one record per batch); log every ~10%."""
     started = time.monotonic()
-    done, next_report = 0, max(1, n // 10)
+    step = max(1, n // 10)
+    done, next_report = 0, step
     while done < n:
-        chunk = min(PRODUCE_CHUNK, n - done)
+        chunk = min(PRODUCE_CHUNK, step, n - done)
         produce(bootstrap, messages(chunk, value_bytes, first=done))
         done += chunk
         if done >= next_report or done == n:
             elapsed = time.monotonic() - started
             log.info("produced %s/%s (%d%%) in %.0fs, %s msg/s", f"{done:,}", f"{n:,}", 100 * done // n, elapsed,
                      f"{done / elapsed:,.0f}")
-            next_report = (done // max(1, n // 10) + 1) * max(1, n // 10)
+            next_report = (done // step + 1) * step
     return time.monotonic() - started
 
 
@@ -256,7 +264,8 @@ def bench_config(bootstrap: str, lake_dir: Path, cap: int):
                             topics=[TOPIC], options={"enable-tidb-extension": True},
                             landing=LandingSettings(max_records_per_run=cap))
     runtime = RuntimeSettings(mode="embedded", local_dir=str(lake_dir),
-                              spark=SparkSettings(master="local[2]", driver_memory="2g"))
+                              spark=SparkSettings(master="local[2]", driver_memory="2g",
+                                                  conf={"spark.ui.showConsoleProgress": "false"}))
     return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-land.yaml")
 
 
@@ -334,12 +343,17 @@ def run_size(n: int, args) -> dict | None:
            "--value-bytes", str(args.value_bytes)]
     process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # stderr (the log) passes through
     found = None
-    for line in process.stdout:
-        if line.startswith(RESULT_PREFIX):
-            found = json.loads(line[len(RESULT_PREFIX):])
-        else:
-            sys.stdout.write(line)
-    code = process.wait()
+    try:
+        for line in process.stdout:
+            if line.startswith(RESULT_PREFIX):
+                found = json.loads(line[len(RESULT_PREFIX):])
+            else:
+                sys.stdout.write(line)
+        code = process.wait()
+    finally:
+        if process.poll() is None:   # interrupted: stop the child, which stops its broker and Spark
+            process.terminate()
+            process.wait()
     if code != 0 and found is None:
         print(f"size {n:,}: the run failed (exit code {code}); see the log above", file=sys.stderr)
     return found
@@ -370,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `with`/`finally` clean-ups
     if args.one_size is not None:
         result = one_size(args.one_size, args.cap, args.value_bytes)
         print(RESULT_PREFIX + json.dumps(result), flush=True)

@@ -98,9 +98,9 @@ def cmd_land(args) -> int:
 
 
 def cmd_silver(args) -> int:
-    from spark_jobs.build_silver import build_silver
+    from spark_jobs.build_silver import build_silver, rebuild_silver
     config, spark = _pipeline(args)
-    build_silver(spark, config, args.source)
+    (rebuild_silver if args.rebuild else build_silver)(spark, config, args.source)
     return 0
 
 
@@ -119,6 +119,38 @@ def cmd_run(args) -> int:
     land_bronze(spark, config, args.source)
     build_silver(spark, config, args.source)
     build_gold(spark, config, args.source)
+    return 0
+
+
+def cmd_quarantine(args) -> int:
+    """List quarantined messages (counts by source and reason, then the messages), or replay them."""
+    from spark_jobs.build_silver import ensure_silver, replay_quarantine
+    from spark_jobs.config import load_config
+    from spark_jobs.spark_session import get_spark
+
+    config = load_config(args.config)
+    sources = [config.source(args.source).name] if args.source else [s.name for s in config.sources]
+    spark = get_spark(config, f"ticdc-lake quarantine {args.action}")
+    ensure_silver(spark)
+    if args.action == "replay":
+        for name in sources:
+            before = spark.sql(f"SELECT count(*) FROM silver.quarantine WHERE source = '{name}'").collect()[0][0]
+            result = replay_quarantine(spark, config, name)
+            print(f"{name}: {before} quarantined, {result.decoded} decoded and moved into silver, {result.quarantined} still quarantined")
+        return 0
+    in_sources = ", ".join(f"'{n}'" for n in sources)
+    counts = spark.sql(f"""SELECT source, reason, count(*) AS n FROM silver.quarantine WHERE source IN ({in_sources})
+                           GROUP BY source, reason ORDER BY source, n DESC""").collect()
+    if not counts:
+        print("quarantine is empty")
+        return 0
+    print(f"{'source':16} {'messages':>8}  reason")
+    for r in counts:
+        print(f"{r['source']:16} {r['n']:>8}  {r['reason']}")
+    print()
+    for r in spark.sql(f"""SELECT source, topic, `partition`, `offset`, quarantined_at, reason FROM silver.quarantine
+                          WHERE source IN ({in_sources}) ORDER BY source, topic, `partition`, `offset` LIMIT {args.limit}""").collect():
+        print(f"{r['source']} {r['topic']}[{r['partition']}]@{r['offset']} ({r['quarantined_at']:%Y-%m-%d %H:%M:%S}): {r['reason']}")
     return 0
 
 
@@ -164,7 +196,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config")
         if name == "gold":
             p.add_argument("--test", action="store_true", help="run the dbt tests after building")
+        if name == "silver":
+            p.add_argument("--rebuild", action="store_true", help="clear the source's silver rows and decode all of bronze again")
         p.set_defaults(func=func)
+
+    p = sub.add_parser("quarantine", help="list quarantined messages, or decode them again after a fix")
+    p.add_argument("action", choices=("list", "replay"))
+    p.add_argument("--source", help="one source (default: all)")
+    p.add_argument("--config")
+    p.add_argument("--limit", type=int, default=50, help="messages to list")
+    p.set_defaults(func=cmd_quarantine)
 
     p = sub.add_parser("demo", help="the embedded demo: broker, change stream, pipeline DAG, gold tables")
     p.add_argument("--config")

@@ -82,6 +82,11 @@ class LandingSettings:
 
 
 @dataclass(frozen=True)
+class DecodingSettings:
+    max_wait_minutes: int = 60               # a row waiting for its schema (Simple) goes to quarantine after this
+
+
+@dataclass(frozen=True)
 class SourceSettings:
     name: str
     protocol: str
@@ -91,6 +96,7 @@ class SourceSettings:
     options: dict[str, Any] = field(default_factory=dict)
     schema_registry: SchemaRegistrySettings | None = None
     landing: LandingSettings = field(default_factory=LandingSettings)
+    decoding: DecodingSettings = field(default_factory=DecodingSettings)
 
 
 @dataclass(frozen=True)

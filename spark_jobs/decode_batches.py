@@ -45,48 +45,88 @@ def row_key(key_columns: list[str], before: dict | None, after: dict | None) -> 
     return orjson.dumps([image.get(k) for k in key_columns]).decode()
 
 
-def decode_batches(batches: Iterator[pa.RecordBatch], protocol: str, options: dict[str, Any]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: bronze (topic, partition, offset, key, value, headers) -> DECODED_SCHEMA rows."""
+def decode_batches(batches: Iterator[pa.RecordBatch], protocol: str, options: dict[str, Any],
+                   primers: list[tuple[bytes | None, bytes | None]] = ()) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: bronze (topic, partition, offset, key, value, headers) -> DECODED_SCHEMA rows.
+
+    `primers` are earlier schema-carrying messages (Simple bootstraps and DDL), decoded first so
+    that state carries across runs. A row whose schema is not known yet is tried again once at the
+    end of the task (its schema may come later in the same batch) before it is reported waiting.
+    """
     decoder = make_decoder(protocol, options)
+    for key, value in primers:
+        try:
+            decoder.decode(key, value, None)
+        except DecodeError:
+            pass
+    waiting: list[tuple] = []
+    last_ts: dict[tuple[str, int], int] = {}
     for batch in batches:
-        out: dict[str, list] = {name: [] for name in DECODED_SCHEMA.names}
+        out = _empty()
         cols = batch.to_pydict()
         for i in range(batch.num_rows):
-            topic, partition, offset = cols["topic"][i], cols["partition"][i], cols["offset"][i]
-            headers = [(h["key"], h["value"]) for h in cols["headers"][i] or []]
-            try:
-                events = decoder.decode(cols["key"][i], cols["value"][i], headers)
-            except SchemaNotYetKnown as exc:
-                _append_problem(out, topic, partition, offset, "waiting", str(exc))
-                continue
-            except DecodeError as exc:
-                _append_problem(out, topic, partition, offset, "quarantine", str(exc))
-                continue
-            except Exception as exc:  # a codec bug must not stop the pipeline or lose the message
-                _append_problem(out, topic, partition, offset, "quarantine", f"{protocol}: unexpected {exc.__class__.__name__}: {exc}")
-                continue
-            for index, e in enumerate(events):
-                out["topic"].append(topic)
-                out["partition"].append(partition)
-                out["offset"].append(offset)
-                out["event_index"].append(index)
-                out["kind"].append(e.kind)
-                out["op"].append(e.op)
-                out["database"].append(e.database)
-                out["table"].append(e.table or None)
-                out["commit_ts"].append(e.commit_ts)
-                out["row_key"].append(row_key(e.key_columns, e.before, e.after) if e.kind == "row" else None)
-                out["key_columns"].append(e.key_columns)
-                out["before"].append(list(e.before.items()) if e.before is not None else None)
-                out["after"].append(list(e.after.items()) if e.after is not None else None)
-                out["column_types"].append(list(e.column_types.items()))
-                out["schema_version"].append(e.schema_version)
-                out["ddl_type"].append(e.ddl_type)
-                out["ddl_sql"].append(e.ddl_sql)
-                out["table_schema"].append(orjson.dumps(e.table_schema).decode() if e.table_schema is not None else None)
-                out["flags"].append(sorted(e.flags))
-                out["reason"].append(None)
+            message = (cols["topic"][i], cols["partition"][i], cols["offset"][i], cols["key"][i], cols["value"][i],
+                       [(h["key"], h["value"]) for h in cols["headers"][i] or []])
+            if _decode_one(decoder, protocol, message, out, last_ts) is not None:
+                waiting.append(message)
         yield pa.RecordBatch.from_pydict(out, schema=DECODED_SCHEMA)
+    if waiting:
+        out = _empty()
+        for message in waiting:
+            reason = _decode_one(decoder, protocol, message, out, last_ts)
+            if reason is not None:
+                _append_problem(out, *message[:3], "waiting", reason)
+        yield pa.RecordBatch.from_pydict(out, schema=DECODED_SCHEMA)
+
+
+def _empty() -> dict[str, list]:
+    return {name: [] for name in DECODED_SCHEMA.names}
+
+
+def _decode_one(decoder, protocol: str, message: tuple, out: dict[str, list], last_ts: dict) -> str | None:
+    """Decode one message into `out`; returns the reason when it waits for its schema (nothing appended).
+
+    A row that carries no commit timestamp (Avro deletes) is placed just after the last commit seen
+    on its partition (flagged commit_ts_inferred), so it orders after the changes before it.
+    """
+    topic, partition, offset, key, value, headers = message
+    try:
+        events = decoder.decode(key, value, headers)
+    except SchemaNotYetKnown as exc:
+        return str(exc)
+    except DecodeError as exc:
+        _append_problem(out, topic, partition, offset, "quarantine", str(exc))
+        return None
+    except Exception as exc:  # a codec bug must not stop the pipeline or lose the message
+        _append_problem(out, topic, partition, offset, "quarantine", f"{protocol}: unexpected {exc.__class__.__name__}: {exc}")
+        return None
+    for index, e in enumerate(events):
+        commit_ts = e.commit_ts
+        if commit_ts is None and e.kind == "row" and (topic, partition) in last_ts:
+            commit_ts = last_ts[(topic, partition)] + 1
+        elif commit_ts is not None and e.kind == "row":
+            last_ts[(topic, partition)] = commit_ts
+        out["topic"].append(topic)
+        out["partition"].append(partition)
+        out["offset"].append(offset)
+        out["event_index"].append(index)
+        out["kind"].append(e.kind)
+        out["op"].append(e.op)
+        out["database"].append(e.database)
+        out["table"].append(e.table or None)
+        out["commit_ts"].append(commit_ts)
+        out["row_key"].append(row_key(e.key_columns, e.before, e.after) if e.kind == "row" else None)
+        out["key_columns"].append(e.key_columns)
+        out["before"].append(list(e.before.items()) if e.before is not None else None)
+        out["after"].append(list(e.after.items()) if e.after is not None else None)
+        out["column_types"].append(list(e.column_types.items()))
+        out["schema_version"].append(e.schema_version)
+        out["ddl_type"].append(e.ddl_type)
+        out["ddl_sql"].append(e.ddl_sql)
+        out["table_schema"].append(orjson.dumps(e.table_schema).decode() if e.table_schema is not None else None)
+        out["flags"].append(sorted(e.flags))
+        out["reason"].append(None)
+    return None
 
 
 def _append_problem(out: dict[str, list], topic: str, partition: int, offset: int, kind: str, reason: str) -> None:

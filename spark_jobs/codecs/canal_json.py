@@ -48,6 +48,7 @@ def _unsigned_of(bits: int):
             return v if v[0] != "0" or len(v) == 1 else str(int(v))
         return text_unsigned(_signed(v), bits)
     convert.integer = True
+    convert.kind = "integer"
     return convert
 
 
@@ -76,6 +77,7 @@ def _decimal_of(scale: int | None):
         if not d.is_finite():
             raise ValueError(f"not a decimal: {v!r}")
         return text_decimal(d, scale)
+    convert.kind, convert.scale = "decimal", scale
     return convert
 
 
@@ -132,6 +134,7 @@ def _enum_of(elements: list[str] | None):
         if index > len(elements):
             raise ValueError(f"ENUM index {index} beyond {len(elements)} elements")
         return text_enum(index, elements)[0]
+    convert.kind = "memo"
     return convert
 
 
@@ -144,6 +147,7 @@ def _set_of(elements: list[str] | None):
         if mask >> len(elements):
             raise ValueError(f"SET bitmask {mask} beyond {len(elements)} elements")
         return text_set(mask, elements)[0]
+    convert.kind = "memo"
     return convert
 
 
@@ -154,7 +158,7 @@ def _binary(v: str) -> str:
 class _ColumnTypes:
     """Converters, canonical types and flags for one `mysqlType` map (cached per distinct map)."""
 
-    __slots__ = ("converters", "integers", "converting", "column_types", "flags", "mysql_types")
+    __slots__ = ("converters", "integers", "converting", "column_types", "flags", "mysql_types", "one", "pair")
 
     def __init__(self, mysql_types: dict, zone: dt.tzinfo | None):
         self.converters: dict[str, object] = {}   # None: the text passes as sent
@@ -179,6 +183,147 @@ class _ColumnTypes:
         self.converting = [(n, c) for n, c in self.converters.items()
                            if c is not None and (n, c) not in self.integers]
         self.mysql_types = dict(mysql_types)
+        self.one = self.pair = None  # generated on the first row (compile_rows)
+
+    def compile_rows(self):
+        """Give this map its generated `one` / `pair` (see `_row_source`); returns `one`."""
+        columns = self.integers + self.converting
+        names = [n for n, _ in columns]
+        kinds = [_KINDS.get(c) or getattr(c, "kind", "call") for _, c in columns]
+        text_names = [n for n, c in self.converters.items() if c is None]
+        source = _row_source(names, kinds, text_names)
+        make = _CODE_CACHE.get(source)
+        if make is None:
+            if len(_CODE_CACHE) >= 256:
+                _CODE_CACHE.clear()
+            namespace = {"_BAD_INPUT": _BAD_INPUT}
+            exec(compile(source, "<canal-json row converter>", "exec"), namespace)
+            make = _CODE_CACHE[source] = namespace["make"]
+        args = [_DOUBLE_SHAPE] + [c for _, c in columns]
+        args += [_decimal_shape(c.scale) for (_, c), k in zip(columns, kinds) if k == "decimal"]
+        args += [{} for k in kinds if k == "memo"]
+        self.one, self.pair = make(*args)
+        return self.one
+
+
+# ---- row converters generated per mysqlType map ----------------------------------------------------
+# Per distinct mysqlType map, on its first row, two functions are compiled for its exact columns:
+# `one(row)` converts one row image in place, `pair(data, old)` an update's images. They are the
+# fast path of `_convert_row`, all or nothing: they convert into locals and write the row only when
+# every column succeeded, returning True; on anything unusual (a column missing or extra, a value
+# not text, any exception) they return False with the rows untouched, and `_convert_row` then
+# converts them or raises its precise DecodeError. Per column the code is the converter inlined,
+# with fast paths for text already canonical (digit-only integers, decimals at the column's scale,
+# doubles in Python's shortest form, dates and datetimes as sent); ENUM and SET texts are memoised
+# per map. In `pair`, an old value equal to the data value of its column takes the data's text.
+
+_CODE_CACHE: dict[str, object] = {}
+_MEMO_LIMIT = 4096
+# DOUBLE text that is already `text_double` of itself: fixed notation as repr() writes it (no
+# trailing fraction zeros, 1e-4 <= |x|, not -0.0), at most 15 significant digits (checked as at most
+# 16 characters), so its digits are the shortest that round-trip.
+_DOUBLE_SHAPE = re.compile(r"-?[1-9][0-9]*\.[0-9]*[1-9]|-?[1-9][0-9]*\.0|-?0\.(?!0000)[0-9]*[1-9]|0\.0").fullmatch
+_DIGITS = "{v}.isdigit() and {v}.isascii() and ({v}[0] != '0' or len({v}) == 1)"
+
+
+def _decimal_shape(scale: int | None):
+    """Non-negative DECIMAL text `_decimal_of(scale)` returns as is (ASCII digits only: stricter)."""
+    if scale is None:
+        pattern = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
+    elif scale == 0:
+        pattern = r"0|[1-9][0-9]*"
+    else:
+        pattern = rf"(?:0|[1-9][0-9]*)\.[0-9]{{{scale}}}"
+    return re.compile(pattern).fullmatch
+
+
+def _column_code(kind: str, i: int, v: str) -> tuple[str, str]:
+    """("keep", condition under which converter c{i} returns the text `v` as is) or ("memo", "")."""
+    if kind == "integer" or kind == "bit":
+        return "keep", _DIGITS.format(v=v)
+    if kind == "year":
+        return "keep", f"len({v}) == 4 and {v}.isdigit() and {v}.isascii()"
+    if kind == "decimal":
+        return "keep", f"shape{i}({v})"
+    if kind == "double":
+        return "keep", f"len({v}) <= 16 and double_shape({v})"
+    if kind == "date":
+        return "keep", f"type({v}) is str and len({v}) == 10 and {v}[4] == '-' and {v}[7] == '-'"
+    if kind == "datetime":
+        return "keep", f"type({v}) is str and len({v}) >= 19 and {v}[10] == ' ' and {v}[13] == ':' and {v}[4] == '-'"
+    if kind == "time":
+        return "keep", f"type({v}) is str and {v}.count(':') == 2"
+    if kind == "memo":
+        return "memo", ""
+    return "keep", "False"
+
+
+def _row_source(names: list[str], kinds: list[str], text_names: list[str]) -> str:
+    """Source of `make(...) -> (one, pair)`: names/kinds are the converting columns in conversion order."""
+    count = len(names) + len(text_names)
+    params = ["double_shape"] + [f"c{i}" for i in range(len(names))]
+    params += [f"shape{i}" for i, k in enumerate(kinds) if k == "decimal"]
+    params += [f"memo{i}" for i, k in enumerate(kinds) if k == "memo"]
+    every = names + text_names
+
+    def fetch(row: str, var: str) -> list[str]:
+        return [f"    if type({row}) is not dict or len({row}) != {count}:",
+                "        return False",
+                "    try:",
+                "        pass",
+                *[f"        {var}{i} = {row}[{name!r}]" for i, name in enumerate(every)],
+                "    except KeyError:",
+                "        return False"]
+
+    def convert(var: str, out: str, same_as: str | None) -> list[str]:
+        lines = ["    try:", "        pass"]
+        for i in range(len(names), count):
+            lines += [f"        if {var}{i} is not None and type({var}{i}) is not str:",
+                      "            return False"]
+        for i, kind in enumerate(kinds):
+            v, x = f"{var}{i}", f"{out}{i}"
+            how, condition = _column_code(kind, i, v)
+            if how == "keep":
+                body = [f"if not ({condition}):",
+                        f"    if type({v}) is not str:",
+                        "        return False",
+                        f"    {x} = c{i}({v})"]
+            else:
+                body = [f"{x} = memo{i}.get({v})",
+                        f"if {x} is None:",
+                        f"    if type({v}) is not str:",
+                        "        return False",
+                        f"    {x} = c{i}({v})",
+                        f"    if len(memo{i}) < {_MEMO_LIMIT}:",
+                        f"        memo{i}[{v}] = {x}"]
+            lines.append(f"        {x} = {v}")
+            if same_as is not None:
+                lines += [f"        if type({v}) is str and {v} == {same_as}{i}:",
+                          f"            {x} = x{i}",
+                          f"        elif {v} is not None:"]
+                lines += ["            " + line for line in body]
+            else:
+                lines.append(f"        if {v} is not None:")
+                lines += ["            " + line for line in body]
+        lines += ["    except BAD:", "        return False"]
+        return lines
+
+    def write(row: str, var: str, out: str) -> list[str]:
+        return [line for i, name in enumerate(names)
+                for line in (f"    if {out}{i} is not {var}{i}:", f"        {row}[{name!r}] = {out}{i}")]
+
+    lines = [f"def make({', '.join(params)}):",
+             "  BAD = _BAD_INPUT",
+             "  def one(row):",
+             *fetch("row", "v"), *convert("v", "x", None), *write("row", "v", "x"),
+             "    return True",
+             "  def pair(data, old):",
+             *fetch("data", "v"), *convert("v", "x", None),
+             *fetch("old", "w"), *convert("w", "y", "v"),
+             *write("data", "v", "x"), *write("old", "w", "y"),
+             "    return True",
+             "  return one, pair"]
+    return "\n".join(lines) + "\n"
 
 
 def _converter(definition: str, zone: dt.tzinfo | None):
@@ -206,6 +351,10 @@ def _converter(definition: str, zone: dt.tzinfo | None):
     if base == "timestamp":
         return _timestamp_in(zone), False, False
     raise ValueError(f"unknown MySQL type {definition!r}")
+
+
+_KINDS = {_signed: "integer", _bit: "bit", _year: "year", _date: "date", _datetime: "datetime", _time: "time",
+          text_double: "double"}
 
 
 # ---- DDL classification -------------------------------------------------------------------------
@@ -460,20 +609,29 @@ class CanalJsonDecoder:
             if claim_checked:
                 extra.append("claim_check")
             flags = flags + tuple(extra)
+        # column_types is the map's own, shared by its events: nothing mutates it
         column_types = types.column_types
+        one = types.one or types.compile_rows()
         for index, row in enumerate(data):
-            _convert_row(row, types, "data", index)
-            if op == "insert":
-                before, after, row_flags = None, row, flags
-            elif op == "delete":
-                before, after, row_flags = row, None, flags
-            else:
-                after, before, row_flags = row, _convert_row(old[index], types, "old", index), flags
+            if op == "update":
+                before = old[index]
+                if not types.pair(row, before):  # the precise path: converts, or raises the exact error
+                    if not one(row):
+                        _convert_row(row, types, "data", index)
+                    _convert_row(before, types, "old", index)
+                after, row_flags = row, flags
                 if self._old_is_partial or before.keys() != row.keys():
                     row_flags = flags + ("old_value_partial",)
                     before = {**row, **before}
+            else:
+                if not one(row):
+                    _convert_row(row, types, "data", index)
+                if op == "insert":
+                    before, after, row_flags = None, row, flags
+                else:
+                    before, after, row_flags = row, None, flags
             out.append(ChangeEvent("row", database, table, commit_ts, op, key_columns if index == 0 else list(key_columns),
-                                   before, after, column_types.copy(), None, None, None, None, list(row_flags)))
+                                   before, after, column_types, None, None, None, None, list(row_flags)))
 
 
 _TEXT = frozenset((str,))

@@ -422,63 +422,77 @@ def _definition(base: str, length: int, decimal: int | None, elements: list[str]
 # ---- row converters generated per cached schema ---------------------------------------------------
 # Each cached schema gets, on its first row, two functions compiled for its exact column list: `one`
 # converts one row image, `pair` an update's data and old images. They do what `_convert` does
-# (which stays as the precise path), with the per-column converter calls inlined as straight-line
-# code and fast paths for values TiCDC already sends in canonical form: digit-only integers,
-# decimals at the column's scale, dates and datetimes of the column's shape, UTC timestamps, ENUM
-# and SET by the converters' own lookup tables. A fast path never decides anything the converter
-# would decide differently: whatever it does not recognise, and any exception it meets, goes to the
-# column's converter, and a converter's exception becomes the DecodeError `_convert` raises. For an
-# update, an old value equal to the data value of the same column takes the data value's text.
+# (which stays as the precise path for anything unusual), with the per-column converter calls
+# inlined as straight-line code and fast paths for values TiCDC already sends in canonical form:
+# digit-only integers, decimals at the column's scale, doubles in Python's shortest form, dates and
+# datetimes of the column's shape, UTC timestamps, ENUM and SET by the converters' own tables. A fast
+# path only ever keeps a value the converter would return unchanged, or computes what the converter
+# computes; whatever it does not recognise, and any exception it meets, goes to the column's
+# converter, whose exception becomes the DecodeError `_convert` raises. For an update, an old value
+# equal to the data value of the same column takes the data value's text.
 
-_SLOW = object()
 _CODE_CACHE: dict[str, Any] = {}
-_DIGITS = "v.isdigit() and v.isascii() and (v[0] != '0' or len(v) == 1)"
+# DECIMAL text that `_decimal_converter(scale)` returns as is (stricter: ASCII digits only)
+_DECIMAL_SHAPES: dict[int, Any] = {}
+# DOUBLE text that is already `values.text_double` of itself: fixed notation as repr() writes it
+# (no trailing fraction zeros, 1e-4 <= |x|), at most 15 significant digits (checked as at most 16
+# characters), so the digits are the shortest that round-trip; and not -0.0
+_DOUBLE_SHAPE = re.compile(r"-?[1-9][0-9]*\.[0-9]*[1-9]|-?[1-9][0-9]*\.0|-?0\.(?!0000)[0-9]*[1-9]|0\.0").fullmatch
 
 
-def _fast_expression(c: _Column, i: int, avro: bool) -> str:
-    """A Python expression over `v` (not None) giving the column's canonical text; `c{i}` is its converter."""
-    call = f"c{i}(v)"
-    base = c.base
-    if base in V.INTEGER_TYPES or base == "bit":
-        unsigned = base == "bit" or c.unsigned
-        as_int = "v.__class__ is int and v >= 0" if unsigned else "v.__class__ is int"
-        return f"v if v.__class__ is str and {_DIGITS} else str(v) if {as_int} else {call}"
-    if base == "year":
-        return f"v if v.__class__ is str and len(v) == 4 and v.isdigit() and v.isascii() else {call}"
-    if base == "decimal":
-        scale = c.scale
-        if scale is None:
-            return call
-        if scale == 0:
-            return f"v if v.__class__ is str and v.isdigit() and (v[0] != '0' or len(v) == 1) else {call}"
-        return (f"v if v.__class__ is str and len(v) > {scale + 1} and v[{-scale - 1}] == '.' "
-                f"and v[:{-scale - 1}].isdigit() and v[{-scale}:].isdigit() "
-                f"and (v[0] != '0' or len(v) == {scale + 2}) else {call}")
-    if base == "double":
-        return (f"(repr(f) if (f := float(v)) != 0 else '0.0') "
-                f"if v.__class__ is str or v.__class__ is float or v.__class__ is int else {call}")
-    if base == "date":
-        return f"v if v.__class__ is str and len(v) == 10 and v[4:8:3] == '--' else {call}"
-    if base in ("datetime", "timestamp"):
-        shaped = _datetime_shape("t", c.fsp)
-        if base == "datetime":
-            return f"v if (t := v).__class__ is str and {shaped} else {call}"
-        return (f"t if v.__class__ is dict and v.get('location') in utc_locations "
-                f"and (t := v.get('value')).__class__ is str and {shaped} else {call}")
-    if base == "enum":
-        return f"(lookup{i}(v) if v.__class__ is str or v.__class__ is int else None) or {call}"
-    if base == "set":
-        return f"(memo{i}(v) if v.__class__ is str or v.__class__ is int else None) or {call}"
-    return call
+def _decimal_shape(scale: int):
+    shape = _DECIMAL_SHAPES.get(scale)
+    if shape is None:
+        shape = _DECIMAL_SHAPES[scale] = re.compile(rf"(?:0|[1-9][0-9]*)\.[0-9]{{{scale}}}").fullmatch
+    return shape
 
 
 def _datetime_shape(t: str, fsp: int | None) -> str:
-    """`_datetime_converter(fsp)`'s test for a text it returns as is."""
+    """`_datetime_converter(fsp)`'s test for a text it returns as is, over the variable `t`."""
     if fsp is None:
         size = f"(len({t}) == 19 or len({t}) > 20 and {t}[19] == '.')"
     else:
         size = f"len({t}) == {19 if fsp == 0 else 20 + fsp}"
     return f"{size} and {t}[4:17:3] == '-- ::'"
+
+
+def _column_code(c: _Column, i: int, v: str, avro: bool) -> tuple[str, str]:
+    """(kind, code) converting the non-null value in variable `v` of converter column i (converter c{i}).
+
+    kind "keep": code is a condition under which the converter returns the value unchanged;
+    kind "value": code is an expression giving the canonical text.
+    """
+    call = f"c{i}({v})"
+    base = c.base
+    # JSON values are str/int/float/bool/list/dict: only str has the str methods a test calls, so
+    # another type fails the test with AttributeError and goes to the converter. Avro adds bytes.
+    text = f"type({v}) is str and " if avro else ""
+    if base in V.INTEGER_TYPES or base == "bit":
+        digits = f"{text}{v}.isdigit() and {v}.isascii() and ({v}[0] != '0' or len({v}) == 1)"
+        if not avro:
+            return "keep", digits
+        whole = f"type({v}) is int and {v} >= 0" if base == "bit" or c.unsigned else f"type({v}) is int"
+        return "value", f"{v} if {digits} else str({v}) if {whole} else {call}"
+    if base == "year":
+        return "keep", f"{text}len({v}) == 4 and {v}.isdigit() and {v}.isascii()"
+    if base == "decimal" and c.scale is not None:
+        if c.scale == 0:
+            return "keep", f"{text}{v}.isdigit() and {v}.isascii() and ({v}[0] != '0' or len({v}) == 1)"
+        return "keep", f"type({v}) is str and decimal_shape{i}({v})"
+    if base == "double":
+        return "keep", f"type({v}) is str and len({v}) <= 16 and double_shape({v})"
+    if base == "date":
+        return "keep", f"type({v}) is str and len({v}) == 10 and {v}[4:8:3] == '--'"
+    if base == "datetime":
+        return "keep", f"type({v}) is str and {_datetime_shape(v, c.fsp)}"
+    if base == "timestamp":
+        return "value", (f"t if type({v}) is dict and {v}.get('location') in utc_locations "
+                         f"and type(t := {v}.get('value')) is str and {_datetime_shape('t', c.fsp)} else {call}")
+    if base == "enum":
+        return "value", f"(lookup{i}({v}) if type({v}) is str or type({v}) is int else None) or {call}"
+    if base == "set":
+        return "value", f"(memo{i}({v}) if type({v}) is str or type({v}) is int else None) or {call}"
+    return "value", call
 
 
 def _row_source(schema: _Schema, avro: bool) -> tuple[str, list[str]]:
@@ -487,68 +501,76 @@ def _row_source(schema: _Schema, avro: bool) -> tuple[str, list[str]]:
     converted = [name for name, _ in schema.converters]
     order = converted + list(schema.text_columns)
     count = len(order)
-    params = ["BAD", "SLOW", "slow", "text_error", "unknown_error", "utc_locations"]
+    params = ["SLOW", "slow", "text_error", "unknown_error", "utc_locations", "double_shape"]
     for i, name in enumerate(converted):
         params.append(f"c{i}")
-        if columns[name].base == "enum":
+        base = columns[name].base
+        if base == "enum":
             params.append(f"lookup{i}")
-        elif columns[name].base == "set":
+        elif base == "set":
             params.append(f"memo{i}")
-    lines = [f"def make({', '.join(params)}):"]
+        elif base == "decimal" and columns[name].scale:
+            params.append(f"decimal_shape{i}")
 
     def fetch(row: str, var: str) -> list[str]:
         return [f"        {var}{i} = {row}[{name!r}]" for i, name in enumerate(order)] or ["        pass"]
 
     def convert(row: str, var: str, where: str, keep: bool, same_as: str | None) -> list[str]:
+        """Lines converting every column of `row` (values in var0..); keep: x0.. hold the texts."""
         out = []
         for i, name in enumerate(converted):
             c = columns[name]
             value = f"{var}{i}"
-            out.append(f"    if {value} is not None:")
-            out.append(f"        v = {value}")
-            if same_as is not None:
-                kinds = "v.__class__ is dict or v.__class__ is str" if c.base == "timestamp" else "v.__class__ is str"
-                out.append(f"        if ({kinds}) and v == {same_as}{i}:")
-                out.append(f"            x = x{i}")
-                out.append("        else:")
-                indent = "            "
+            kind, code = _column_code(c, i, value, avro)
+            body = []
+            if kind == "keep":
+                body += [f"if not ({code}):",
+                         f"    {row}[{name!r}] = {value} = c{i}({value})"]
             else:
-                indent = "        "
-            out.append(f"{indent}try:")
-            out.append(f"{indent}    x = {_fast_expression(c, i, avro)}")
-            out.append(f"{indent}except BAD:")
-            out.append(f"{indent}    x = slow({i}, v, {where})")
-            out.append("        if x is not v:")
-            out.append(f"            {row}[{name!r}] = x")
+                body += [f"{row}[{name!r}] = {value} = {code}"]
+            guarded = ["try:", *("    " + line for line in body),
+                       f"except BAD:",
+                       f"    {row}[{name!r}] = {value} = slow({i}, {value}, {where})"]
+            if same_as is not None:
+                same = (f"(type({value}) is dict or type({value}) is str)" if c.base == "timestamp"
+                        else f"type({value}) is str")
+                guarded = [f"if {same} and {value} == {same_as}{i}:",
+                           f"    {row}[{name!r}] = {value} = x{i}",
+                           "else:", *("    " + line for line in guarded)]
+            out.append(f"    if {value} is not None:")
+            out += ["        " + line for line in guarded]
             if keep:
-                out.append(f"        x{i} = x")
+                out.append(f"    x{i} = {value}")
         for i in range(len(converted), count):
-            out.append(f"    if {var}{i} is not None and {var}{i}.__class__ is not str:")
+            out.append(f"    if {var}{i} is not None and type({var}{i}) is not str:")
             out.append(f"        raise text_error({i}, {var}{i}, {where})")
         out.append(f"    if len({row}) != {count}:")
         out.append(f"        raise unknown_error({row}, {where})")
         return out
 
-    lines += ["  def one(row, where):",
-              "    if row.__class__ is not dict:",
-              "        return SLOW(row, where)",
-              "    try:", *fetch("row", "v"), "    except KeyError:", "        return SLOW(row, where)",
-              *convert("row", "v", "where", False, None),
-              "    return row"]
-    lines += ["  def pair(data, old):",
-              "    if data.__class__ is not dict:",
-              "        return SLOW(data, 'data'), one(old, 'old')",
-              "    try:", *fetch("data", "v"), "    except KeyError:",
-              "        return SLOW(data, 'data'), one(old, 'old')",
-              *convert("data", "v", "'data'", True, None),
-              "    if old.__class__ is not dict:",
-              "        return data, SLOW(old, 'old')",
-              "    try:", *fetch("old", "w"), "    except KeyError:",
-              "        return data, SLOW(old, 'old')",
-              *convert("old", "w", "'old'", False, "v"),
-              "    return data, old"]
-    lines.append("  return one, pair")
-    # the nested functions are indented by two; their bodies by four (the helpers above write four)
+    lines = [f"def make({', '.join(params)}):",
+             "  BAD = _BAD_INPUT",
+             "  def one(row, where):",
+             "    if type(row) is not dict:",
+             "        return SLOW(row, where)",
+             "    try:", *fetch("row", "v"), "    except KeyError:", "        return SLOW(row, where)",
+             *convert("row", "v", "where", False, None),
+             "    return row",
+             "  def pair(data, old):",
+             "    if type(data) is not dict:",
+             "        return SLOW(data, 'data'), one(old, 'old')",
+             "    try:", *fetch("data", "v"), "    except KeyError:",
+             "        return SLOW(data, 'data'), one(old, 'old')",
+             # raw data values: an equal old value has the same text (x0.. below)
+             *[f"    r{i} = v{i}" for i in range(len(converted))],
+             *convert("data", "v", "'data'", True, None),
+             "    if type(old) is not dict:",
+             "        return data, SLOW(old, 'old')",
+             "    try:", *fetch("old", "w"), "    except KeyError:",
+             "        return data, SLOW(old, 'old')",
+             *convert("old", "w", "'old'", False, "r"),
+             "    return data, old",
+             "  return one, pair"]
     return "\n".join(lines) + "\n", params
 
 
@@ -585,6 +607,8 @@ class _SimpleDecoder:
     # -- entry point --
 
     def decode(self, key: bytes | None, value: bytes | None, headers=None) -> list[ChangeEvent]:
+        if value and type(value) is bytes and self._compression == "none":
+            return self._message(self._parse(value), False)
         return self._decode(value, in_claim_check=False)
 
     def _decode(self, value: bytes | None, in_claim_check: bool) -> list[ChangeEvent]:
@@ -594,9 +618,17 @@ class _SimpleDecoder:
             raise DecodeError(self.protocol, f"value must be bytes, got {type(value).__name__}", "value")
         if self._compression != "none":
             value = decompress(self.protocol, bytes(value), self._compression)
-        msg = self._parse(value)
+        return self._message(self._parse(value), in_claim_check)
+
+    def _message(self, msg: dict, in_claim_check: bool) -> list[ChangeEvent]:
         kind = msg.get("type")
-        handler = self._handlers.get(kind) if type(kind) is str else None
+        if type(kind) is str:
+            op = DML_OPS.get(kind)
+            if op is not None and msg.get("version") == 1:
+                return self._row(msg, kind, in_claim_check, op)
+            handler = self._handlers.get(kind)
+        else:
+            handler = None
         if handler is None:
             raise DecodeError(self.protocol, f"unknown message type {kind!r}", "type")
         version = msg.get("version")
@@ -641,17 +673,17 @@ class _SimpleDecoder:
         return [ChangeEvent(kind="ddl", database=database, table=table, commit_ts=commit_ts,
                             schema_version=version, ddl_type=ddl_type, ddl_sql=sql, table_schema=table_schema)]
 
-    def _row(self, msg: dict, kind: str, in_claim_check: bool) -> list[ChangeEvent]:
-        protocol = self.protocol
+    def _row(self, msg: dict, kind: str, in_claim_check: bool, op: str | None = None) -> list[ChangeEvent]:
         database = msg.get("database")
         table = msg.get("table")
         version = msg.get("schemaVersion")
         commit_ts = msg.get("commitTs")
         if type(database) is not str or type(table) is not str or type(version) is not int or type(commit_ts) is not int:
             for field, kind_ in (("database", str), ("table", str), ("schemaVersion", int), ("commitTs", int)):
-                _need(msg, field, kind_, protocol, "")
+                _need(msg, field, kind_, self.protocol, "")
         location = msg.get("claimCheckLocation")
         if location:
+            protocol = self.protocol
             if in_claim_check or type(location) is not str:
                 raise DecodeError(protocol, "claim-check message points at another claim check", "claimCheckLocation")
             _, value = read_claim_check(protocol, location, self._raw_value)
@@ -661,21 +693,29 @@ class _SimpleDecoder:
             return events
         schema = self._schemas.get((database, table, version))
         if schema is None:
-            raise SchemaNotYetKnown(protocol, database, table, version)
-        op = DML_OPS[kind]
-        data = msg.get("data")
-        old = msg.get("old")
-        if op != "delete" and data is None:
-            raise DecodeError(protocol, f"{kind} without data", "data")
-        if op != "insert" and old is None:
-            raise DecodeError(protocol, f"{kind} without old", "old")
-        if schema.convert_one is None:
-            self._compile_rows(schema)
+            raise SchemaNotYetKnown(self.protocol, database, table, version)
+        if op is None:
+            op = DML_OPS[kind]
+        convert_one = schema.convert_one
+        if convert_one is None:
+            convert_one = self._compile_rows(schema)
         if op == "insert":
-            after, before = schema.convert_one(data, "data"), None
+            data = msg.get("data")
+            if data is None:
+                raise DecodeError(self.protocol, f"{kind} without data", "data")
+            after, before = convert_one(data, "data"), None
         elif op == "delete":
-            after, before = None, schema.convert_one(old, "old")
+            old = msg.get("old")
+            if old is None:
+                raise DecodeError(self.protocol, f"{kind} without old", "old")
+            after, before = None, convert_one(old, "old")
         else:
+            data = msg.get("data")
+            old = msg.get("old")
+            if data is None:
+                raise DecodeError(self.protocol, f"{kind} without data", "data")
+            if old is None:
+                raise DecodeError(self.protocol, f"{kind} without old", "old")
             after, before = schema.convert_pair(data, old)
         # key_columns and column_types are the schema's own, shared by its events: nothing mutates them
         return [ChangeEvent("row", database, table, commit_ts, op, schema.key_columns, before, after,
@@ -706,14 +746,14 @@ class _SimpleDecoder:
                               f"{schema.database}.{schema.table}", f"{where}.{unknown[0]}")
         return row
 
-    def _compile_rows(self, schema: _Schema) -> None:
+    def _compile_rows(self, schema: _Schema):
         """Give the schema its generated `convert_one` / `convert_pair` (see `_row_source`)."""
         source, params = _row_source(schema, self._AVRO)
         make = _CODE_CACHE.get(source)
         if make is None:
             if len(_CODE_CACHE) >= 256:
                 _CODE_CACHE.clear()
-            namespace: dict[str, Any] = {}
+            namespace: dict[str, Any] = {"_BAD_INPUT": _BAD_INPUT}
             exec(compile(source, "<simple row converter>", "exec"), namespace)
             make = _CODE_CACHE[source] = namespace["make"]
         protocol = self.protocol
@@ -742,16 +782,21 @@ class _SimpleDecoder:
         def precise(row, where):
             return self._convert(schema, row, where)
 
-        utc_locations = {name for name, zone in self._zones.items() if zone is None and name == "Local"}
-        args = {"BAD": _BAD_INPUT, "SLOW": precise, "slow": slow, "text_error": text_error,
-                "unknown_error": unknown_error, "utc_locations": frozenset(_UTC_NAMES | utc_locations)}
+        # locations whose zone is UTC (None), as the timestamp converter resolves them
+        utc_locations = _UTC_NAMES | ({"Local"} if self._default_zone is None else set())
+        args = {"SLOW": precise, "slow": slow, "text_error": text_error, "unknown_error": unknown_error,
+                "utc_locations": frozenset(utc_locations), "double_shape": _DOUBLE_SHAPE}
         for i, (name, convert) in enumerate(schema.converters):
             args[f"c{i}"] = convert
-            if columns[name].base == "enum":
+            column = columns[name]
+            if column.base == "enum":
                 args[f"lookup{i}"] = convert.lookup.get
-            elif columns[name].base == "set":
+            elif column.base == "set":
                 args[f"memo{i}"] = convert.memo.get
+            elif column.base == "decimal" and column.scale:
+                args[f"decimal_shape{i}"] = _decimal_shape(column.scale)
         schema.convert_one, schema.convert_pair = make(*(args[p] for p in params))
+        return schema.convert_one
 
     # -- schema cache --
 

@@ -13,7 +13,7 @@ ranked as (
         consistent_ts,
         consistency,
         finished_at,
-        row_number() over (partition by source_name order by finished_at desc, bronze_snapshot_id desc) as run_rank
+        row_number() over (partition by source_name order by finished_at desc) as run_rank
     from runs
 
 ),

@@ -11,8 +11,10 @@ renamed as (
     select
         run_id,
         source as source_name,
+        kind as run_kind,
         bronze_snapshot_id,
         messages,
+        decoded,
         row_changes,
         ddl_events,
         watermarks,

@@ -1,0 +1,306 @@
+"""Silver's invariants against real Spark and Iceberg tables, with every protocol landed from the
+real broker: one logical stream gives the same row changes in all five protocols; redeliveries and
+replays change nothing; rebuilding equals the incremental runs; nothing is lost
+(landed = decoded + quarantined + waiting); bad messages wait in quarantine and replay once."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import random
+
+import pytest
+
+from spark_jobs.broker import produce
+from spark_jobs.build_silver import build_silver, rebuild_silver, replay_quarantine
+from spark_jobs.config import KafkaSettings, SchemaRegistrySettings, SourceSettings
+from spark_jobs.land_bronze import BRONZE_TABLE, land_bronze
+from spark_jobs.simulator.model import Bootstrap, Column, Ddl, Message, RowChange, Table, Watermark, expected_event
+from spark_jobs.simulator.stream import encode_stream
+from tests.support.schema_registry import running_registry
+
+pytestmark = pytest.mark.e2e
+
+PARTITIONS = 2
+ITEMS = Table("inv", "items", (
+    Column("id", "int", nullable=False), Column("name", "varchar(32)"), Column("qty", "int"),
+    Column("price", "double"), Column("status", "enum('new','paid','gone')"), Column("created", "datetime(3)"),
+    Column("note", "text"),
+), key=("id",), table_id=300, schema_version=1)
+PROTOCOL_OPTIONS = {
+    "canal-json": {"enable-tidb-extension": True},
+    "open": {},
+    "debezium": {"enable-tidb-extension": True},
+    "avro": {"enable-tidb-extension": True},
+    "simple-json": {},
+    "simple-avro": {},
+}
+
+
+def tso(ms: int, logical: int = 0) -> int:
+    return ((1_763_900_000_000 + ms) << 18) + logical
+
+
+def logical_stream(rows: int = 30, seed: int = 7) -> list:
+    """CREATE TABLE, a bootstrap (Simple only), inserts, updates (one changes the key), deletes, watermarks."""
+    rng = random.Random(seed)
+    cols = ", ".join(f"`{c.name}` {c.type}{'' if c.nullable else ' NOT NULL'}" for c in ITEMS.columns)
+    events: list = [Ddl(tso(0), "inv", "items", f"CREATE TABLE `inv`.`items` ({cols}, PRIMARY KEY (`id`))",
+                        "create_table", table_after=ITEMS), Bootstrap(ITEMS)]
+    live: dict[int, dict] = {}
+    ms = 10
+    for i in range(1, rows + 1):
+        row = {"id": i, "name": f"item {i} ✓", "qty": rng.randrange(-5, 500), "price": rng.choice([0.5, 1.25, 3.0, 1e-3]),
+               "status": rng.choice(["new", "paid"]), "created": dt.datetime(2025, 11, 1, 8, 0, i % 60, 1000 * (i % 1000)),
+               "note": None if i % 3 else "α" * i}
+        live[i] = row
+        events.append(RowChange(tso(ms), "insert", ITEMS, after=row)); ms += 1
+        if i % 10 == 0:
+            events.append(Watermark(tso(ms))); ms += 1
+    for i in range(1, rows + 1, 4):
+        before = live[i]
+        live[i] = {**before, "qty": before["qty"] + 1, "status": "gone"}
+        events.append(RowChange(tso(ms), "update", ITEMS, before=before, after=live[i])); ms += 1
+    for i in range(2, rows + 1, 5):
+        events.append(RowChange(tso(ms), "delete", ITEMS, before=live.pop(i))); ms += 1
+    before = live.pop(3)
+    live[1000] = {**before, "id": 1000}
+    events.append(RowChange(tso(ms), "update", ITEMS, before=before, after=live[1000])); ms += 1
+    events.append(Watermark(tso(ms)))
+    return events
+
+
+def source_config(pipeline_config, broker, name, protocol, topic, registry=None, options=None, **decoding):
+    source = SourceSettings(name=name, protocol=protocol, kafka=KafkaSettings(bootstrap_servers=broker.bootstrap),
+                            topics=[topic], options=dict(PROTOCOL_OPTIONS[protocol] if options is None else options),
+                            schema_registry=SchemaRegistrySettings(url=registry) if registry else None)
+    if decoding:
+        source = dataclasses.replace(source, decoding=dataclasses.replace(source.decoding, **decoding))
+    return dataclasses.replace(pipeline_config, sources=[source])
+
+
+def publish(broker, protocol, events, topic, registry=None, options=None):
+    broker.create_topics([topic], partitions=PARTITIONS)
+    encoder_options = dict(PROTOCOL_OPTIONS[protocol] if options is None else options)
+    if registry:
+        encoder_options["schema-registry-url"] = registry
+    messages = encode_stream(protocol, events, topic=topic, partitions=PARTITIONS, options=encoder_options)
+    produce(broker.bootstrap, messages)
+    return messages
+
+
+def land_and_decode(spark, config, name):
+    landed = land_bronze(spark, config, name).records
+    return landed, build_silver(spark, config, name)
+
+
+def silver_rows(spark, source):
+    rows = spark.sql(f"""SELECT database, `table`, op, commit_ts, row_key, before, after, flags
+                         FROM silver.row_changes WHERE source = '{source}'""").collect()
+    return sorted((r["database"], r["table"], r["op"], r["commit_ts"], r["row_key"],
+                   tuple(sorted((r["before"] or {}).items())) if r["before"] is not None else None,
+                   tuple(sorted((r["after"] or {}).items())) if r["after"] is not None else None) for r in rows)
+
+
+def expected_rows(events):
+    """Row changes as a lossless protocol must give them (the simulator's canonical events)."""
+    out = []
+    for e in encode_split(events):
+        x = expected_event(e)
+        key = "[" + ",".join(f'"{x.after[k] if x.after else x.before[k]}"' for k in x.key_columns) + "]"
+        out.append((x.database, x.table, x.op, x.commit_ts, key,
+                    tuple(sorted(x.before.items())) if x.before is not None else None,
+                    tuple(sorted(x.after.items())) if x.after is not None else None))
+    return sorted(out)
+
+
+def encode_split(events):
+    from spark_jobs.simulator.model import split_key_changing_updates
+    return [e for e in split_key_changing_updates(events) if isinstance(e, RowChange)]
+
+
+def without_losses(rows, protocol):
+    """Only the documented losses of each protocol are taken out (README, "what each costs")."""
+    out = []
+    for database, table, op, commit_ts, key, before, after in rows:
+        if protocol == "avro":
+            # Avro: updates carry no before image; deletes carry only the key and no commit ts
+            before = None
+            commit_ts = None if op == "delete" else commit_ts
+        if protocol == "debezium":
+            # Debezium does not carry the fractional digits of DATETIME: it sends milliseconds (3 digits)
+            pass
+        out.append((database, table, op, commit_ts, key, before, after))
+    return sorted(out, key=repr)
+
+
+def key_only_before(rows):
+    return [r if r[2] != "delete" else r[:5] + (None, None) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def registry():
+    with running_registry() as url:  # a stand-in: the real Schema Registry is Java and cannot run here
+        yield url
+
+
+@pytest.fixture(scope="module")
+def every_protocol(spark, broker, pipeline_config, registry):
+    """The same logical stream landed and decoded in each protocol: {protocol: (config, landed, result)}."""
+    events = logical_stream()
+    out = {}
+    for protocol in PROTOCOL_OPTIONS:
+        name = "inv_" + protocol.replace("-", "_")
+        reg = registry if protocol == "avro" else None
+        publish(broker, protocol, events, name, registry=reg)
+        config = source_config(pipeline_config, broker, name, protocol, name, registry=reg)
+        landed, result = land_and_decode(spark, config, name)
+        out[protocol] = (config, name, landed, result)
+    return events, out
+
+
+def test_every_protocol_gives_the_same_row_changes(spark, every_protocol):
+    events, sources = every_protocol
+    expected = expected_rows(events)
+    for protocol, (_, name, landed, result) in sources.items():
+        got = silver_rows(spark, name)
+        assert result.quarantined == 0 and result.waiting == 0, f"{protocol}: {result}"
+        if protocol == "avro":
+            assert key_only_before(without_losses(got, protocol)) == key_only_before(without_losses(expected, protocol)), protocol
+        else:
+            assert got == expected, f"{protocol} silver rows differ from the logical stream"
+
+
+def test_landed_equals_decoded_plus_quarantined_plus_waiting(spark, every_protocol):
+    _, sources = every_protocol
+    for protocol, (_, name, landed, result) in sources.items():
+        bronze = spark.sql(f"SELECT count(*) FROM {BRONZE_TABLE} WHERE source = '{name}'").collect()[0][0]
+        decoded = spark.sql(f"SELECT sum(decoded) FROM silver.runs WHERE source = '{name}'").collect()[0][0]
+        quarantined = spark.sql(f"SELECT count(*) FROM silver.quarantine WHERE source = '{name}'").collect()[0][0]
+        waiting = spark.sql(f"SELECT count(*) FROM silver.pending WHERE source = '{name}'").collect()[0][0]
+        assert bronze == landed == decoded + quarantined + waiting, protocol
+
+
+def test_consistent_ts_is_the_last_watermark_and_ddl_is_once(spark, every_protocol):
+    events, sources = every_protocol
+    last = max(e.ts for e in events if isinstance(e, Watermark))
+    for protocol, (_, name, _, result) in sources.items():
+        if protocol == "avro":
+            assert result.consistency == "landed"
+            continue
+        assert (result.consistent_ts, result.consistency) == (last, "watermark"), protocol
+        ddl = spark.sql(f"SELECT ddl_type, table_schema FROM silver.ddl_events WHERE source = '{name}' AND ddl_type <> 'bootstrap'").collect()
+        assert [d["ddl_type"] for d in ddl] == ["create_table"], protocol  # broadcast to every partition, stored once
+        assert '"elements": ["new", "paid", "gone"]' in ddl[0]["table_schema"]
+
+
+def test_running_again_changes_nothing_and_rebuild_equals_incremental(spark, broker, every_protocol):
+    _, sources = every_protocol
+    config, name, _, _ = sources["canal-json"]
+    snapshots = {t: spark.sql(f"SELECT snapshot_id FROM {t}.refs WHERE name = 'main'").collect()[0][0]
+                 for t in ("silver.row_changes", "silver.ddl_events", "silver.watermarks")}
+    incremental = silver_rows(spark, name)
+    again = build_silver(spark, config, name)
+    assert again.messages == 0
+    assert {t: spark.sql(f"SELECT snapshot_id FROM {t}.refs WHERE name = 'main'").collect()[0][0] for t in snapshots} == snapshots
+    # a second batch decoded incrementally, then everything rebuilt from bronze
+    extra = [RowChange(tso(90_000 + i), "insert", ITEMS, after={"id": 5000 + i, "name": "late", "qty": 1, "price": 2.5,
+             "status": "new", "created": dt.datetime(2025, 11, 2), "note": None}) for i in range(5)] + [Watermark(tso(90_010))]
+    publish(broker, "canal-json", extra, name)
+    land_and_decode(spark, config, name)
+    incremental = silver_rows(spark, name)
+    assert len(incremental) == len(expected_rows(logical_stream())) + 5
+    rebuilt = rebuild_silver(spark, config, name)
+    assert silver_rows(spark, name) == incremental
+    assert rebuilt.consistent_ts == tso(90_010)
+
+
+def test_redeliveries_and_reordering_give_the_same_silver(spark, broker, pipeline_config):
+    """30% of the messages delivered again, later, on their partition (TiCDC is at least once)."""
+    rng = random.Random(3)
+    events = logical_stream(seed=11)
+    clean = encode_stream("canal-json", events, topic="inv_dirty", partitions=PARTITIONS, options=PROTOCOL_OPTIONS["canal-json"])
+    dirty = list(clean)
+    for m in rng.sample(clean, k=int(len(clean) * 0.3)):
+        later = [i for i, d in enumerate(dirty) if d.partition == m.partition and d is not m]
+        dirty.insert(rng.choice(later) + 1 if later else len(dirty), m)
+    broker.create_topics(["inv_dirty"], partitions=PARTITIONS)
+    produce(broker.bootstrap, dirty)
+    config = source_config(pipeline_config, broker, "inv_dirty", "canal-json", "inv_dirty")
+    landed, result = land_and_decode(spark, config, "inv_dirty")
+    assert landed == len(dirty) > len(clean)
+    assert silver_rows(spark, "inv_dirty") == expected_rows(events)
+    ddl = spark.sql("SELECT count(*) FROM silver.ddl_events WHERE source = 'inv_dirty'").collect()[0][0]
+    assert ddl == 1
+
+
+def test_a_watermark_going_backwards_does_not_move_the_consistent_ts_back(spark, broker, pipeline_config):
+    events = logical_stream(rows=5)
+    last = max(e.ts for e in events if isinstance(e, Watermark))
+    publish(broker, "canal-json", events, "inv_wm")
+    config = source_config(pipeline_config, broker, "inv_wm", "canal-json", "inv_wm")
+    assert land_and_decode(spark, config, "inv_wm")[1].consistent_ts == last
+    publish(broker, "canal-json", [Watermark(last - 100)], "inv_wm")
+    result = land_and_decode(spark, config, "inv_wm")[1]
+    assert result.watermarks == PARTITIONS and result.consistent_ts == last
+
+
+def test_simple_consumer_starting_mid_stream_catches_up_at_the_bootstrap(spark, broker, pipeline_config):
+    events = logical_stream(seed=5)
+    rows_only = [e for e in events if not isinstance(e, (Ddl, Bootstrap))]
+    publish(broker, "simple-json", rows_only, "inv_mid")
+    config = source_config(pipeline_config, broker, "inv_mid", "simple-json", "inv_mid")
+    landed, first = land_and_decode(spark, config, "inv_mid")
+    assert first.waiting == len([m for m in rows_only if isinstance(m, RowChange)]) + 1  # the key change is two rows
+    assert silver_rows(spark, "inv_mid") == []
+    publish(broker, "simple-json", [Bootstrap(ITEMS)], "inv_mid")
+    _, second = land_and_decode(spark, config, "inv_mid")
+    assert second.waiting == 0 and spark.sql("SELECT count(*) FROM silver.pending WHERE source = 'inv_mid'").collect()[0][0] == 0
+    assert silver_rows(spark, "inv_mid") == expected_rows(events)
+    # rows that never get their schema go to quarantine once they waited too long
+    publish(broker, "simple-json", [RowChange(tso(99_000), "insert", dataclasses.replace(ITEMS, schema_version=77),
+                                              after={"id": 9, "name": "x", "qty": 1, "price": 1.0, "status": "new",
+                                                     "created": dt.datetime(2025, 1, 1), "note": None})], "inv_mid")
+    impatient = source_config(pipeline_config, broker, "inv_mid", "simple-json", "inv_mid", max_wait_minutes=0)
+    _, third = land_and_decode(spark, impatient, "inv_mid")
+    reasons = [r[0] for r in spark.sql("SELECT reason FROM silver.quarantine WHERE source = 'inv_mid'").collect()]
+    assert third.quarantined == 1 and len(reasons) == 1 and "schema version 77" in reasons[0] and "still unknown after 0 minutes" in reasons[0]
+
+
+def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(spark, broker, pipeline_config, registry):
+    good = encode_stream("canal-json", logical_stream(rows=4), topic="inv_bad", partitions=1, options={**PROTOCOL_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"})
+    bad = [Message("inv_bad", 0, None, b'{"truncated": '), Message("inv_bad", 0, None, b"\x00\x00\x00\x00\x07" + b"\x02" * 20),
+           Message("inv_bad", 0, None, b"\xff\xfe not snappy")]
+    broker.create_topics(["inv_bad"], partitions=1)
+    produce(broker.bootstrap, good[:3] + bad + good[3:])
+    # the changefeed compresses with snappy, but the source was configured without it: everything is quarantined
+    wrong = source_config(pipeline_config, broker, "inv_bad", "canal-json", "inv_bad")
+    landed, first = land_and_decode(spark, wrong, "inv_bad")
+    assert first.quarantined == landed and first.row_changes == 0
+    reasons = {r[0] for r in spark.sql("SELECT reason FROM silver.quarantine WHERE source = 'inv_bad'").collect()}
+    assert all(r.startswith("canal-json: ") for r in reasons)
+    fixed = source_config(pipeline_config, broker, "inv_bad", "canal-json", "inv_bad",
+                          options={**PROTOCOL_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"})
+    replayed = replay_quarantine(spark, fixed, "inv_bad")
+    assert replayed.decoded == len(good) and replayed.quarantined == len(bad)
+    left = {(r[0], r[1]) for r in spark.sql("SELECT `offset`, reason FROM silver.quarantine WHERE source = 'inv_bad'").collect()}
+    assert {o for o, _ in left} == {3, 4, 5}
+    assert any("corrupt snappy" in r for _, r in left)
+    rows = silver_rows(spark, "inv_bad")
+    assert rows == expected_rows(logical_stream(rows=4))
+    replay_quarantine(spark, fixed, "inv_bad")
+    assert silver_rows(spark, "inv_bad") == rows  # replaying again duplicates nothing
+
+
+def test_avro_writer_schema_change_becomes_an_inferred_ddl(spark, broker, pipeline_config, registry):
+    wider = dataclasses.replace(ITEMS, columns=ITEMS.columns + (Column("color", "varchar(8)"),))
+    base = {"name": "a", "qty": 1, "price": 1.0, "status": "new", "created": dt.datetime(2025, 1, 1), "note": None}
+    events = [RowChange(tso(1), "insert", ITEMS, after={"id": 1, **base}),
+              RowChange(tso(2), "insert", wider, after={"id": 2, **base, "color": "red"})]
+    publish(broker, "avro", events, "inv_avro_ddl", registry=registry)
+    config = source_config(pipeline_config, broker, "inv_avro_ddl", "avro", "inv_avro_ddl", registry=registry)
+    land_and_decode(spark, config, "inv_avro_ddl")
+    ddl = spark.sql("""SELECT ddl_type, ddl_sql, commit_ts, schema_origin FROM silver.ddl_events
+                       WHERE source = 'inv_avro_ddl' ORDER BY commit_ts""").collect()
+    assert [(d["ddl_type"], d["schema_origin"]) for d in ddl] == [("create_table", "inferred"), ("add_column", "inferred")]
+    assert ddl[1]["ddl_sql"] == "inferred from the Avro writer schema: added color" and ddl[1]["commit_ts"] == tso(2) - 1
