@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench-decode lock venv check-java clean
+.PHONY: demo test test-fast bench-decode bench-land bench-silver lock venv check-java clean
 
 venv: $(STAMP)
 
@@ -34,6 +34,12 @@ test-fast: venv
 
 bench-decode: venv
 	$(BIN)/python bench/decode.py
+
+bench-land: venv check-java
+	$(BIN)/python bench/land.py
+
+bench-silver: venv check-java
+	$(BIN)/python bench/silver.py
 
 # Recompile the lock file after changing requirements.in.
 lock: venv
