@@ -119,8 +119,13 @@ def produce(bootstrap: str, messages: Iterable, extra_settings: dict | None = No
 
     count = 0
     for m in messages:
-        producer.produce(m.topic, value=m.value, key=m.key, partition=m.partition,
-                         headers=list(m.headers) or None, on_delivery=on_delivery)
+        while True:
+            try:
+                producer.produce(m.topic, value=m.value, key=m.key, partition=m.partition,
+                                 headers=list(m.headers) or None, on_delivery=on_delivery)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain, then try again
+                producer.poll(0.5)
         count += 1
         if count % 1000 == 0:
             producer.poll(0)
