@@ -1,8 +1,8 @@
 """The pipeline configuration: sources and runtime, validated before anything runs.
 
 One YAML file declares everything. A mistake stops the run with one line naming the file, the key
-and what is allowed. Secrets are never in the file: a `*_env` key names the environment variable
-(or Airflow connection, resolved by the DAGs) that holds them; their values are never logged.
+and what is allowed. Secrets are never in the file: a `*_env` key names the environment variable that holds
+them, or a `*connection` key names an Airflow connection; their values are never logged.
 Strings may use `${VAR}` or `${VAR:-default}` for non-secret values such as broker addresses.
 """
 
@@ -61,6 +61,7 @@ class KafkaSettings:
     sasl_mechanism: str | None = None        # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
     sasl_username_env: str | None = None
     sasl_password_env: str | None = None
+    sasl_connection: str | None = None       # an Airflow connection id holding login and password instead
     ssl_ca_location: str | None = None
     client: dict[str, str] = field(default_factory=dict)  # extra librdkafka settings (no secrets)
 
@@ -70,6 +71,7 @@ class SchemaRegistrySettings:
     url: str
     username_env: str | None = None
     password_env: str | None = None
+    connection: str | None = None            # an Airflow connection id holding login and password instead
     ca_file: str | None = None
 
 
@@ -269,13 +271,25 @@ def secret(env_name: str | None) -> str | None:
     return value
 
 
+def connection_login(connection_id: str) -> tuple[str, str]:
+    """(login, password) of an Airflow connection (its secrets backend, or AIRFLOW_CONN_<ID>)."""
+    try:
+        from airflow.sdk import BaseHook
+        conn = BaseHook.get_connection(connection_id)
+    except Exception as exc:  # Airflow raises its own not-found type; the message names the id only
+        raise ConfigError(f"Airflow connection {connection_id!r} (named in the config) is not available: {exc.__class__.__name__}") from None
+    return conn.login or "", conn.password or ""
+
+
 def decoder_options(source: SourceSettings) -> dict[str, Any]:
     """The codec options of a source, with the registry settings and secrets resolved."""
     options = dict(source.options)
     if source.schema_registry is not None:
         reg = source.schema_registry
         options["schema-registry-url"] = reg.url
-        if reg.username_env:
+        if reg.connection:
+            options["schema-registry-username"], options["schema-registry-password"] = connection_login(reg.connection)
+        elif reg.username_env:
             options["schema-registry-username"] = secret(reg.username_env)
             options["schema-registry-password"] = secret(reg.password_env)
         if reg.ca_file:
@@ -289,8 +303,11 @@ def kafka_client_settings(source: SourceSettings) -> dict[str, str]:
     settings = {"bootstrap.servers": k.bootstrap_servers, "security.protocol": k.security_protocol, **k.client}
     if k.sasl_mechanism:
         settings["sasl.mechanism"] = k.sasl_mechanism
-        settings["sasl.username"] = secret(k.sasl_username_env) or ""
-        settings["sasl.password"] = secret(k.sasl_password_env) or ""
+        if k.sasl_connection:
+            settings["sasl.username"], settings["sasl.password"] = connection_login(k.sasl_connection)
+        else:
+            settings["sasl.username"] = secret(k.sasl_username_env) or ""
+            settings["sasl.password"] = secret(k.sasl_password_env) or ""
     if k.ssl_ca_location:
         settings["ssl.ca.location"] = k.ssl_ca_location
     return settings

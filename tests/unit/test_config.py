@@ -87,3 +87,16 @@ def test_unset_secret_is_a_config_error_naming_the_variable(tmp_path, monkeypatc
     config = load_config(write(tmp_path, GOOD))
     with pytest.raises(ConfigError, match="environment variable TEST_KAFKA_USER"):
         kafka_client_settings(config.source("shop"))
+
+
+def test_secrets_from_an_airflow_connection(tmp_path, monkeypatch):
+    """Airflow reads connections from AIRFLOW_CONN_<ID> (JSON) as from any secrets backend."""
+    monkeypatch.setenv("AIRFLOW_CONN_SHOP_KAFKA", '{"conn_type": "generic", "login": "lake", "password": "s3cret-conn"}')
+    text = GOOD.replace("      sasl_username_env: TEST_KAFKA_USER\n      sasl_password_env: TEST_KAFKA_PASSWORD\n",
+                        "      sasl_connection: shop_kafka\n")
+    settings = kafka_client_settings(load_config(write(tmp_path, text)).source("shop"))
+    assert (settings["sasl.username"], settings["sasl.password"]) == ("lake", "s3cret-conn")
+    missing = GOOD.replace("      sasl_username_env: TEST_KAFKA_USER\n      sasl_password_env: TEST_KAFKA_PASSWORD\n",
+                           "      sasl_connection: no_such_connection\n")
+    with pytest.raises(ConfigError, match="Airflow connection 'no_such_connection'"):
+        kafka_client_settings(load_config(write(tmp_path, missing)).source("shop"))
