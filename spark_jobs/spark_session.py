@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -22,6 +23,17 @@ def embedded_paths(local_dir: Path) -> dict[str, Path]:
         "jars": local_dir / "jars",
         "tmp": local_dir / "spark-tmp",
     }
+
+
+def _discard_half_created_metastore(paths: dict[str, Path]) -> Path:
+    """A process killed while Derby created the metastore leaves a database no one can open again;
+    a metastore is marked complete once a session came up on it, and an unmarked one is removed
+    (it holds no tables: none can be created before the mark)."""
+    ready = paths["metastore"].with_name(paths["metastore"].name + ".ready")
+    if paths["metastore"].exists() and not ready.exists():
+        log.warning("removing the half-created metastore %s (a run was killed while creating it)", paths["metastore"])
+        shutil.rmtree(paths["metastore"])
+    return ready
 
 
 def spark_conf(config: PipelineConfig) -> dict[str, str]:
@@ -87,6 +99,7 @@ def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse"):
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    ready = _discard_half_created_metastore(embedded_paths(config.local_dir)) if config.runtime.mode == "embedded" else None
     builder = SparkSession.builder.appName(app_name)
     for key, value in spark_conf(config).items():
         builder = builder.config(key, value)
@@ -94,5 +107,7 @@ def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse"):
     spark.sparkContext.setLogLevel("WARN")
     for ns in NAMESPACES:
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+    if ready is not None:
+        ready.touch()
     log.info("spark session ready: master=%s mode=%s", spark.sparkContext.master, config.runtime.mode)
     return spark
