@@ -587,22 +587,32 @@ class CanalJsonDecoder:
         return found
 
     def _rows(self, doc: dict, op: str, tidb: dict | None, out: list, claim_checked: bool) -> None:
-        database, table = self._names(doc)
-        commit_ts, inferred = self._commit_ts(doc, tidb)
-        types = self._column_types(database, table, doc.get("mysqlType"))
+        # the checks of _names, _commit_ts and _column_types inlined, in their order, for the usual case
+        database, table = doc.get("database"), doc.get("table")
+        if type(database) is str and type(table) is str:
+            database, table = database or None, table or None
+        else:
+            database, table = self._names(doc)
+        ts = tidb.get("commitTs", _MISSING) if tidb is not None else _MISSING
+        if type(ts) is int and ts >= 0:
+            commit_ts, inferred = ts, False
+        else:
+            commit_ts, inferred = self._commit_ts(doc, tidb)
+        mysql_types = doc.get("mysqlType")
+        types = self._last_types.get((database, table)) if type(mysql_types) is dict else None
+        if types is None or types.mysql_types != mysql_types:
+            types = self._column_types(database, table, mysql_types)
         key_columns = doc.get("pkNames")
         if key_columns is None:
             key_columns = []
-        elif type(key_columns) is not list or not set(map(type, key_columns)) <= _TEXT:
+        elif type(key_columns) is not list or not (len(key_columns) == 1 and type(key_columns[0]) is str
+                                                   or set(map(type, key_columns)) <= _TEXT):
             raise DecodeError(PROTOCOL, f"pkNames must be a list of names, got {_shown(key_columns)}", "pkNames")
         data = doc.get("data")
         if type(data) is not list or not data:
             raise DecodeError(PROTOCOL, f"data must be a non-empty list of rows, got {_shown(data)}", "data")
-        old = doc.get("old")
-        if op == "update" and (type(old) is not list or len(old) != len(data)):
-            raise DecodeError(PROTOCOL, f"an UPDATE needs one old row per data row, got {_shown(old)}", "old")
         flags = types.flags
-        if inferred or tidb is not None or claim_checked:
+        if inferred or claim_checked or tidb is not None and tidb.get("onlyHandleKey") is True:
             extra = ["commit_ts_inferred"] if inferred else []
             if tidb is not None and tidb.get("onlyHandleKey") is True:
                 extra.append("handle_key_only")
@@ -612,28 +622,40 @@ class CanalJsonDecoder:
         # column_types is the map's own, shared by its events: nothing mutates it
         column_types = types.column_types
         one = types.one or types.compile_rows()
-        for index, row in enumerate(data):
-            if op == "update":
+        if op == "update":
+            old = doc.get("old")
+            if type(old) is not list or len(old) != len(data):
+                raise DecodeError(PROTOCOL, f"an UPDATE needs one old row per data row, got {_shown(old)}", "old")
+            pair = types.pair
+            for index, row in enumerate(data):
                 before = old[index]
-                if not types.pair(row, before):  # the precise path: converts, or raises the exact error
+                if pair(row, before):  # both complete: same columns
+                    row_flags = flags
+                    if self._old_is_partial:
+                        row_flags = flags + ("old_value_partial",)
+                        before = {**row, **before}
+                else:  # the precise path: converts, or raises the exact error
                     if not one(row):
                         _convert_row(row, types, "data", index)
                     _convert_row(before, types, "old", index)
-                after, row_flags = row, flags
-                if self._old_is_partial or before.keys() != row.keys():
-                    row_flags = flags + ("old_value_partial",)
-                    before = {**row, **before}
-            else:
-                if not one(row):
-                    _convert_row(row, types, "data", index)
-                if op == "insert":
-                    before, after, row_flags = None, row, flags
-                else:
-                    before, after, row_flags = row, None, flags
-            out.append(ChangeEvent("row", database, table, commit_ts, op, key_columns if index == 0 else list(key_columns),
-                                   before, after, column_types, None, None, None, None, list(row_flags)))
+                    row_flags = flags
+                    if self._old_is_partial or before.keys() != row.keys():
+                        row_flags = flags + ("old_value_partial",)
+                        before = {**row, **before}
+                out.append(ChangeEvent("row", database, table, commit_ts, op,
+                                       key_columns if index == 0 else list(key_columns), before, row, column_types,
+                                       None, None, None, None, list(row_flags)))
+            return
+        insert = op == "insert"
+        for index, row in enumerate(data):
+            if not one(row):
+                _convert_row(row, types, "data", index)
+            out.append(ChangeEvent("row", database, table, commit_ts, op,
+                                   key_columns if index == 0 else list(key_columns), None if insert else row,
+                                   row if insert else None, column_types, None, None, None, None, list(flags)))
 
 
+_MISSING = object()
 _TEXT = frozenset((str,))
 _TEXT_OR_NULL = frozenset((str, type(None)))
 

@@ -277,6 +277,9 @@ class OpenDecoder:
         self.zone = parse_time_zone(options.get("time-zone", "UTC"))
         self.claim_check_uri = options.get("claim-check-storage-uri")
         self._plan = self._column_plan()
+        self._converter_table = self._converters()
+        self._images: dict[tuple, list] = {}      # column names -> generated image functions
+        self._seen: dict[tuple, int] = {}         # signature -> images decoded exactly so far
 
     # -- framing
 
@@ -296,33 +299,38 @@ class OpenDecoder:
         if len(keys) != len(values):
             raise _error(f"{len(keys)} key items but {len(values)} value items", "value")
         events = []
+        row = self._row
         for index, (key_item, value_item) in enumerate(zip(keys, values)):
-            where = f"key item {index}"
-            head = _loads(key_item, where)
+            try:
+                head = orjson.loads(key_item)
+            except orjson.JSONDecodeError:
+                head = _loads(key_item, f"key item {index}")
             if type(head) is not dict:
-                raise _error(f"key item is {type(head).__name__}, not an object", where)
+                raise _error(f"key item is {type(head).__name__}, not an object", f"key item {index}")
             kind = head.get("t")
             if kind == MESSAGE_ROW and type(kind) is int:
-                events.append(self._row(head, value_item, index, claim_checked))
+                events.append(row(head, value_item, index, claim_checked))
             elif kind == MESSAGE_DDL and type(kind) is int:
                 events.append(self._ddl(head, value_item, index))
             elif kind == MESSAGE_RESOLVED and type(kind) is int:
-                events.append(ChangeEvent(kind="watermark", commit_ts=_check_ts(head, where)))
+                events.append(ChangeEvent(kind="watermark", commit_ts=_check_ts(head, f"key item {index}")))
             else:
-                raise _error(f"unknown message type `t`={kind!r}", f"{where}.t")
+                raise _error(f"unknown message type `t`={kind!r}", f"key item {index}.t")
         return events
 
     def _value_json(self, item: memoryview, index: int):
-        where = f"value item {index}"
         data = item
         if self.compression != "none":
             try:
                 data = decompress(PROTOCOL, bytes(item), self.compression)
             except DecodeError as exc:
-                raise _error(exc.reason, where) from None
-        doc = _loads(data, where)
+                raise _error(exc.reason, f"value item {index}") from None
+        try:
+            doc = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            doc = _loads(data, f"value item {index}")
         if type(doc) is not dict:
-            raise _error(f"value item is {type(doc).__name__}, not an object", where)
+            raise _error(f"value item is {type(doc).__name__}, not an object", f"value item {index}")
         return doc
 
     # -- DDL
@@ -343,30 +351,55 @@ class OpenDecoder:
     # -- rows
 
     def _row(self, head: dict, value_item: memoryview, index: int, claim_checked: bool) -> ChangeEvent:
-        where = f"key item {index}"
         location = head.get("ccl")
         if location:
-            return self._claim_checked_row(location, where, claim_checked)
+            return self._claim_checked_row(location, f"key item {index}", claim_checked)
         ts = head.get("ts")
         if type(ts) is not int or ts < 0:
-            ts = _check_ts(head, where)
+            ts = _check_ts(head, f"key item {index}")
         database = head.get("scm")
         table = head.get("tbl")
         if type(database) is not str or type(table) is not str or not database or not table:
+            where = f"key item {index}"
             database, table = _optional_name(head, "scm", where), _optional_name(head, "tbl", where)
-        doc = self._value_json(value_item, index)
-        value_where = f"value item {index}"
+        doc = None
+        if self.compression == "none":
+            try:
+                doc = orjson.loads(value_item)
+            except orjson.JSONDecodeError:
+                pass
+        if type(doc) is not dict:
+            doc = self._value_json(value_item, index)  # parses again: the exact error, or the decompressed value
         flags: list[str] = []
+        images = self._images
         deleted = doc.get("d")
         if deleted is not None:
-            before, types, keys = self._image(deleted, f"{value_where}.d")
+            image = None
+            if type(deleted) is dict:
+                for fast in images.get(tuple(deleted), ()):
+                    image = fast(deleted)
+                    if image is not None:
+                        break
+            if image is None:
+                image = self._image(deleted, f"value item {index}.d")
+                self._learn(deleted)
+            before, types, keys, type_flags = image
             after = None
             op = "delete"
         else:
             updated = doc.get("u")
             if updated is None:
-                raise _error("row value has none of `u`, `p`, `d`", value_where)
-            after, types, keys = self._image(updated, f"{value_where}.u")
+                raise _error("row value has none of `u`, `p`, `d`", f"value item {index}")
+            image = None
+            if type(updated) is dict:
+                for fast in images.get(tuple(updated), ()):
+                    image = fast(updated)
+                    if image is not None:
+                        break
+            if image is None:
+                image = self._image(updated, f"value item {index}.u")
+                self._learn(updated)
+            after, types, keys, type_flags = image
             previous = doc.get("p")
             if previous is None:
                 op = "insert"
@@ -375,21 +408,21 @@ class OpenDecoder:
                     flags.append("old_value_missing")
             else:
                 op = "update"
-                before = self._values(previous, f"{value_where}.p")
+                image = None
+                if type(previous) is dict:
+                    for fast in images.get(tuple(previous), ()):
+                        image = fast(previous)
+                        if image is not None:
+                            break
+                before = self._values(previous, f"value item {index}.p") if image is None else image[0]
                 if self.only_updated or len(before) < len(after):
                     before = {**after, **before}
                     flags.append("old_value_partial")
         if head.get("ohk") is True:
             flags.append("handle_key_only")
-        type_names = types.values()
-        if "enum" in type_names or "set" in type_names:
-            flags.append("enum_index")
-        if "decimal" in type_names:
-            flags.append("types_partial")
-        if "time" in type_names:
-            flags.append("fsp_unknown")
-        return ChangeEvent(kind="row", op=op, database=database, table=table, commit_ts=ts,
-                           key_columns=keys, before=before, after=after, column_types=types, flags=flags)
+        if type_flags:
+            flags += type_flags
+        return ChangeEvent("row", database, table, ts, op, keys, before, after, types, None, None, None, None, flags)
 
     def _claim_checked_row(self, location, where: str, claim_checked: bool) -> ChangeEvent:
         if type(location) is not str:
@@ -411,8 +444,8 @@ class OpenDecoder:
         event.flags.append("claim_check")
         return event
 
-    def _image(self, columns, where: str) -> tuple[dict, dict, list]:
-        """Values, canonical types and handle-key names of one row image, in the message's column order."""
+    def _image(self, columns, where: str) -> tuple[dict, dict, list, tuple]:
+        """Values, canonical types, handle-key names and type flags of one row image, in the message's column order."""
         if type(columns) is not dict:
             raise _error(f"row image is {type(columns).__name__}, not an object", where)
         values: dict[str, str | None] = {}
@@ -436,7 +469,7 @@ class OpenDecoder:
                     keys.append(name)
         except Exception as exc:
             raise self._column_error(exc, columns, name, where) from None
-        return values, types, keys
+        return values, types, keys, _type_flags(types)
 
     def _values(self, columns, where: str) -> dict:
         if type(columns) is not dict:
@@ -456,6 +489,44 @@ class OpenDecoder:
         except Exception as exc:
             raise self._column_error(exc, columns, name, where) from None
         return values
+
+    def _learn(self, columns: dict) -> None:
+        """After `_image` decoded these columns: count their signature, compile its function when due."""
+        signature = []
+        for name, column in columns.items():
+            code, flag = column["t"], column.get("f", 0)
+            if type(code) is not int or type(flag) is not int or _SMALL_INTS.get(code) is not code \
+                    or _SMALL_INTS.get(flag) is not flag:
+                return  # only exact small ints are recognised by identity
+            signature.append((name, code, flag, column.get("h") is True))
+        signature = tuple(signature)
+        seen = self._seen.get(signature, 0) + 1
+        if seen < _LEARN_AFTER:
+            if len(self._seen) >= 4096:
+                self._seen.clear()
+            self._seen[signature] = seen
+            return
+        self._seen.pop(signature, None)
+        source = _image_source(signature)
+        make = _CODE_CACHE.get(source)
+        if make is None:
+            if len(_CODE_CACHE) >= 256:
+                _CODE_CACHE.clear()
+            namespace: dict = {}
+            exec(compile(source, "<open row image>", "exec"), namespace)
+            make = _CODE_CACHE[source] = namespace["make"]
+        plan = self._plan
+        types = {name: plan[code << 8 | flag & 0x81][0] for name, code, flag, _ in signature}
+        converters = [self._converter_table[code] for _, code, _, _ in signature]
+        image = make(_fail, types, _type_flags(types), _SMALL_INTS, converters)
+        names = tuple(columns)
+        variants = self._images.setdefault(names, [])
+        if len(variants) >= _VARIANTS:
+            del variants[0]
+        variants.append(image)
+        if len(self._images) > 1024:
+            self._images.clear()
+            self._images[names] = variants
 
     @staticmethod
     def _column_error(exc: Exception, columns: dict, name, where: str) -> DecodeError:
@@ -583,20 +654,133 @@ def _timestamp_converter(zone: dt.tzinfo | None):
         offsets[hour_text] = offset
         return offset
 
+    # plain texts by their first 19 characters (to the second) -> the UTC text of that second;
+    # a pure function of those characters, so the rest of the text is carried over as below
+    seconds_utc: dict[str, str] = {}
+
     def convert(value, flag):
         if type(value) is not str:
             raise TypeError(f"expected a string, got {type(value).__name__}")
         if not _is_plain_timestamp(value) or value.startswith("0000-00-00"):
             return text_timestamp_from_zone(value, zone)
-        seconds = dt.datetime.fromisoformat(value[:19])
+        second = value[:19]
+        utc = seconds_utc.get(second)
+        if utc is not None:
+            return utc + value[19:]
+        seconds = dt.datetime.fromisoformat(second)
         if zone is None:
-            return value
-        hour = value[:13]
-        offset = offsets[hour] if hour in offsets else hour_offset(hour, seconds.replace(minute=0, second=0))
-        if offset is None:
-            return text_timestamp_from_zone(value, zone)
-        return (seconds - offset).isoformat(" ") + value[19:]
+            utc = second
+        else:
+            hour = value[:13]
+            offset = offsets[hour] if hour in offsets else hour_offset(hour, seconds.replace(minute=0, second=0))
+            if offset is None:
+                return text_timestamp_from_zone(value, zone)
+            utc = (seconds - offset).isoformat(" ")
+        if len(seconds_utc) >= 65536:
+            seconds_utc.clear()
+        seconds_utc[second] = utc
+        return utc + value[19:]
+    convert.seconds_utc = seconds_utc
     return convert
+
+
+# ---- row images by generated code ------------------------------------------------------------------
+# An image's columns (name -> {"t", "f", "v", "h"}) are typed by each column's own code and flag, so
+# a message carries its schema in every column. Once the same column list with the same codes, flags
+# and handle marks has been decoded a few times, a function is compiled for exactly that signature:
+# straight-line code that checks each column still has it (`is` against the small-int objects the
+# JSON parser returns; anything else means "not this signature") and converts each value with its
+# column's converter inlined, fast paths for values already canonical. It returns (values, types,
+# keys, type flags), types shared by every image of the signature, or None when anything differs or
+# fails, and `_image` / `_values` then decode the image exactly (or raise their precise errors).
+
+_LEARN_AFTER = 3         # images of one signature decoded exactly before its function is compiled
+_VARIANTS = 4            # signatures kept per column-name list
+_CODE_CACHE: dict[str, object] = {}
+_INTEGER_CODES = frozenset(_INTEGER_TYPES)
+_INDEX_CODES = frozenset((16, 247, 248))
+_AS_IS_CODES = frozenset((10, 11, 12, 14, 225, 245))   # converter None: the JSON string as is
+_QUOTED_CODES = frozenset((15, 253, 254))
+
+
+def _type_flags(types: dict) -> tuple:
+    type_names = types.values()
+    flags = []
+    if "enum" in type_names or "set" in type_names:
+        flags.append("enum_index")
+    if "decimal" in type_names:
+        flags.append("types_partial")
+    if "time" in type_names:
+        flags.append("fsp_unknown")
+    return tuple(flags)
+
+
+def _value_code(code: int, flag: int, i: int) -> str:
+    """An expression over `v` (the JSON value) giving the canonical text; `c{i}(v, f{i})` is the converter."""
+    call = f"c{i}(v, f{i})"
+    if code in _AS_IS_CODES:
+        return "v if v is None or type(v) is str else fail()"
+    if code in _INTEGER_CODES:
+        whole = "type(v) is int and v >= 0" if flag & UNSIGNED_FLAG else "type(v) is int"
+        return f"v if v is None or type(v) is str else str(v) if {whole} else {call}"
+    if code in _INDEX_CODES:
+        return f"v if v is None or type(v) is str else str(v) if type(v) is int and v >= 0 else {call}"
+    if code == 246:
+        return f"v if v is None or type(v) is str else str(v) if type(v) is int else {call}"
+    if code == 5:
+        return (f"v if v is None or type(v) is str else (repr(v) if v != 0 else '0.0') "
+                f"if type(v) is float else {call}")
+    if code in _QUOTED_CODES and not flag & BINARY_FLAG:
+        return f"v if v is None or type(v) is str else {call}"
+    if code == 7:  # the converter's own per-second memo, for the texts it puts there (plain ones)
+        return (f"None if v is None else u + v[19:] if type(v) is str and (len(v) == 19 or 21 <= len(v) <= 26 "
+                f"and v[19] == '.' and v[20:].isdigit() and v.isascii()) "
+                f"and (u := c{i}_seconds(v[:19])) is not None else {call}")
+    return f"None if v is None else {call}"
+
+
+def _image_source(signature: tuple) -> str:
+    """Source of `make(...) -> image` for one signature: ((name, code, flag, h), ...) in message order."""
+    lines = ["def make(fail, types, type_flags, small, converters):",
+             *[f"  c{i} = converters[{i}]" for i in range(len(signature))],
+             *[f"  c{i}_seconds = c{i}.seconds_utc.get" for i, (_, code, _, _) in enumerate(signature) if code == 7],
+             *[f"  t{i} = small[{code}]" for i, (_, code, _, _) in enumerate(signature)],
+             *[f"  f{i} = small[{flag}]" for i, (_, _, flag, _) in enumerate(signature)],
+             "  def image(columns):",
+             "    try:",
+             # the caller looked this up by the column names: same names, same order
+             "        " + "".join(f"k{i}, " for i in range(len(signature))) + "= columns.values()"
+             if signature else "        pass"]
+    keys = []
+    for i, (name, code, flag, h) in enumerate(signature):
+        # a column without `f` (flag 0 for `_image`) is left to `_image`
+        lines += [f"        c = k{i}",
+                  f"        v = c['v']",
+                  f"        if c['t'] is not t{i} or c['f'] is not f{i}:",
+                  "            return None"]
+        if not flag & HANDLE_KEY_FLAG:
+            lines += [f"        if 'h' not in c or c['h'] is not True:" if h else "        if 'h' in c and c['h'] is True:",
+                      "            return None"]
+        if flag & HANDLE_KEY_FLAG or h:
+            keys.append(name)
+        lines.append(f"        x{i} = {_value_code(code, flag, i)}")
+    lines += ["    except Exception:",
+              "        return None",
+              "    return {" + ", ".join(f"{name!r}: x{i}" for i, (name, _, _, _) in enumerate(signature)) + "}, "
+              "types, [" + ", ".join(repr(k) for k in keys) + "], type_flags",
+              "  return image"]
+    return "\n".join(lines) + "\n"
+
+
+class _Fail(Exception):
+    pass
+
+
+def _fail():
+    raise _Fail
+
+
+_SMALL_INTS = {n: n for n in range(-5, 257)}
 
 
 __all__ = ["OpenDecoder", "go_unquote", "ddl_type_of", "ddl_type_from_sql", "split_items", "parse_time_zone",
