@@ -41,17 +41,9 @@ import orjson  # noqa: E402
 from spark_jobs.codecs import decoder_class, make_decoder  # noqa: E402
 from spark_jobs.codecs.simple import message_schema  # noqa: E402
 from spark_jobs.simulator.model import Bootstrap, Column, Ddl, Message, RowChange, Table, Watermark  # noqa: E402
-from spark_jobs.simulator.stream import encode_stream  # noqa: E402
+from spark_jobs.simulator.stream import EXTENSION_OPTIONS, encode_stream  # noqa: E402
 
-PROTOCOLS = ("canal-json", "open", "debezium", "avro", "simple-json", "simple-avro")
-OPTIONS: dict[str, dict[str, Any]] = {
-    "canal-json": {"enable-tidb-extension": True},
-    "open": {},
-    "debezium": {"enable-tidb-extension": True},
-    "avro": {"enable-tidb-extension": True},
-    "simple-json": {},
-    "simple-avro": {},
-}
+from spark_jobs.codecs import PROTOCOLS  # noqa: E402
 REPEATS = 3
 BASE_MS = 1_763_800_000_000
 
@@ -221,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     results, profiles = [], []
     with registry_module.running_registry() as registry_url:
         for protocol in PROTOCOLS:
-            options = dict(OPTIONS[protocol])
+            options = dict(EXTENSION_OPTIONS[protocol])
             if protocol == "avro":
                 options["schema-registry-url"] = registry_url
             messages = encode_stream(protocol, events, options=options)

@@ -65,7 +65,9 @@ class LandingResult:
 def ensure_bronze(spark) -> None:
     for table, columns in BRONZE_DDL.items():
         spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING iceberg PARTITIONED BY (source) "
-                  "TBLPROPERTIES ('format-version' = '2', 'write.parquet.compression-codec' = 'zstd')")
+                  "TBLPROPERTIES ('format-version' = '2', 'write.parquet.compression-codec' = 'zstd', "
+                  # one file per writing task: a batch is one source, and one file would be read by one task
+                  "'write.distribution-mode' = 'none')")
 
 
 def main_snapshot(spark, table: str = BRONZE_TABLE) -> int | None:

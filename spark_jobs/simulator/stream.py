@@ -7,6 +7,16 @@ from typing import Any, Mapping
 
 from spark_jobs.simulator.model import Bootstrap, Ddl, Event, Message, RowChange, Watermark, dispatch_partition, split_key_changing_updates
 
+# A typical changefeed's options per protocol: the TiDB extension on wherever the protocol has one.
+EXTENSION_OPTIONS: dict[str, dict[str, Any]] = {
+    "canal-json": {"enable-tidb-extension": True},
+    "open": {},
+    "debezium": {"enable-tidb-extension": True},
+    "avro": {"enable-tidb-extension": True},
+    "simple-json": {},
+    "simple-avro": {},
+}
+
 # protocol name -> (module, encoder class); each encoder has:
 #   DDL_TO_ALL_PARTITIONS: bool   (Canal-JSON sends DDL to partition 0 only)
 #   SENDS_WATERMARKS(options) -> bool

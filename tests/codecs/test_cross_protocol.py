@@ -29,20 +29,12 @@ from spark_jobs.simulator import simple as simple_sim
 from spark_jobs.simulator.model import (
     Bootstrap, Column, Ddl, RowChange, Table, Watermark, expected_event, split_key_changing_updates,
 )
-from spark_jobs.simulator.stream import encode_stream, make_encoder, partition_events
+from spark_jobs.simulator.stream import EXTENSION_OPTIONS, encode_stream, make_encoder, partition_events
 from tests.support.schema_registry import running_registry
 
-PROTOCOLS = ("canal-json", "open", "debezium", "avro", "simple-json", "simple-avro")
+from spark_jobs.codecs import PROTOCOLS  # noqa: E402
 
 # The option set each variant runs with: the TiDB extension on wherever the protocol has one.
-BASE_OPTIONS: dict[str, dict[str, Any]] = {
-    "canal-json": {"enable-tidb-extension": True},
-    "open": {},
-    "debezium": {"enable-tidb-extension": True},
-    "avro": {"enable-tidb-extension": True},
-    "simple-json": {},
-    "simple-avro": {},
-}
 
 EXPECTED: dict[str, Callable[[Any, dict], ChangeEvent | None]] = {
     "canal-json": canal_sim.expected,
@@ -260,7 +252,7 @@ def streams(draw) -> list:
 # ---- encode, decode ------------------------------------------------------------------------------
 
 def _options(protocol: str, registry_url: str | None) -> dict[str, Any]:
-    options = dict(BASE_OPTIONS[protocol])
+    options = dict(EXTENSION_OPTIONS[protocol])
     if protocol == "avro":
         options["schema-registry-url"] = registry_url
     return options

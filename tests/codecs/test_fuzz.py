@@ -24,18 +24,10 @@ import pytest
 from spark_jobs.codecs import ChangeEvent, DecodeError, decoder_class, make_decoder
 from spark_jobs.codecs.events import FLAGS, KINDS, OPS
 from spark_jobs.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
-from spark_jobs.simulator.stream import encode_stream
+from spark_jobs.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from tests.support.schema_registry import running_registry
 
-PROTOCOLS = ("canal-json", "open", "debezium", "avro", "simple-json", "simple-avro")
-OPTIONS: dict[str, dict[str, Any]] = {
-    "canal-json": {"enable-tidb-extension": True},
-    "open": {},
-    "debezium": {"enable-tidb-extension": True},
-    "avro": {"enable-tidb-extension": True},
-    "simple-json": {},
-    "simple-avro": {},
-}
+from spark_jobs.codecs import PROTOCOLS  # noqa: E402
 JSON_PROTOCOLS = ("canal-json", "open", "debezium", "simple-json")
 INPUTS_PER_PROTOCOL = 20_000
 SLOW_SECONDS = 1.0
@@ -268,7 +260,7 @@ def _problem(protocol: str, decoder, key, value) -> str | None:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_decode_never_crashes(protocol, registry_url):
-    options = dict(OPTIONS[protocol])
+    options = dict(EXTENSION_OPTIONS[protocol])
     if protocol == "avro":
         options["schema-registry-url"] = registry_url
     messages = encode_stream(protocol, _stream(), options=options)

@@ -16,7 +16,7 @@ from spark_jobs.build_silver import build_silver, rebuild_silver, replay_quarant
 from spark_jobs.config import KafkaSettings, SchemaRegistrySettings, SourceSettings
 from spark_jobs.land_bronze import BRONZE_TABLE, land_bronze
 from spark_jobs.simulator.model import Bootstrap, Column, Ddl, Message, RowChange, Table, Watermark, expected_event
-from spark_jobs.simulator.stream import encode_stream
+from spark_jobs.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from tests.support.schema_registry import running_registry
 
 pytestmark = pytest.mark.e2e
@@ -27,14 +27,6 @@ ITEMS = Table("inv", "items", (
     Column("price", "double"), Column("status", "enum('new','paid','gone')"), Column("created", "datetime(3)"),
     Column("note", "text"),
 ), key=("id",), table_id=300, schema_version=1)
-PROTOCOL_OPTIONS = {
-    "canal-json": {"enable-tidb-extension": True},
-    "open": {},
-    "debezium": {"enable-tidb-extension": True},
-    "avro": {"enable-tidb-extension": True},
-    "simple-json": {},
-    "simple-avro": {},
-}
 
 
 def tso(ms: int, logical: int = 0) -> int:
@@ -72,7 +64,7 @@ def logical_stream(rows: int = 30, seed: int = 7) -> list:
 
 def source_config(pipeline_config, broker, name, protocol, topic, registry=None, options=None, **decoding):
     source = SourceSettings(name=name, protocol=protocol, kafka=KafkaSettings(bootstrap_servers=broker.bootstrap),
-                            topics=[topic], options=dict(PROTOCOL_OPTIONS[protocol] if options is None else options),
+                            topics=[topic], options=dict(EXTENSION_OPTIONS[protocol] if options is None else options),
                             schema_registry=SchemaRegistrySettings(url=registry) if registry else None)
     if decoding:
         source = dataclasses.replace(source, decoding=dataclasses.replace(source.decoding, **decoding))
@@ -81,7 +73,7 @@ def source_config(pipeline_config, broker, name, protocol, topic, registry=None,
 
 def publish(broker, protocol, events, topic, registry=None, options=None):
     broker.create_topics([topic], partitions=PARTITIONS)
-    encoder_options = dict(PROTOCOL_OPTIONS[protocol] if options is None else options)
+    encoder_options = dict(EXTENSION_OPTIONS[protocol] if options is None else options)
     if registry:
         encoder_options["schema-registry-url"] = registry
     messages = encode_stream(protocol, events, topic=topic, partitions=PARTITIONS, options=encoder_options)
@@ -149,7 +141,7 @@ def every_protocol(spark, broker, pipeline_config, registry):
     """The same logical stream landed and decoded in each protocol: {protocol: (config, landed, result)}."""
     events = logical_stream()
     out = {}
-    for protocol in PROTOCOL_OPTIONS:
+    for protocol in EXTENSION_OPTIONS:
         name = "inv_" + protocol.replace("-", "_")
         reg = registry if protocol == "avro" else None
         publish(broker, protocol, events, name, registry=reg)
@@ -219,7 +211,7 @@ def test_redeliveries_and_reordering_give_the_same_silver(spark, broker, pipelin
     """30% of the messages delivered again, later, on their partition (TiCDC is at least once)."""
     rng = random.Random(3)
     events = logical_stream(seed=11)
-    clean = encode_stream("canal-json", events, topic="inv_dirty", partitions=PARTITIONS, options=PROTOCOL_OPTIONS["canal-json"])
+    clean = encode_stream("canal-json", events, topic="inv_dirty", partitions=PARTITIONS, options=EXTENSION_OPTIONS["canal-json"])
     dirty = list(clean)
     for m in rng.sample(clean, k=int(len(clean) * 0.3)):
         later = [i for i, d in enumerate(dirty) if d.partition == m.partition and d is not m]
@@ -268,7 +260,7 @@ def test_simple_consumer_starting_mid_stream_catches_up_at_the_bootstrap(spark, 
 
 
 def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(spark, broker, pipeline_config, registry):
-    good = encode_stream("canal-json", logical_stream(rows=4), topic="inv_bad", partitions=1, options={**PROTOCOL_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"})
+    good = encode_stream("canal-json", logical_stream(rows=4), topic="inv_bad", partitions=1, options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"})
     bad = [Message("inv_bad", 0, None, b'{"truncated": '), Message("inv_bad", 0, None, b"\x00\x00\x00\x00\x07" + b"\x02" * 20),
            Message("inv_bad", 0, None, b"\xff\xfe not snappy")]
     broker.create_topics(["inv_bad"], partitions=1)
@@ -280,7 +272,7 @@ def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(spark, broker
     reasons = {r[0] for r in spark.sql("SELECT reason FROM silver.quarantine WHERE source = 'inv_bad'").collect()}
     assert all(r.startswith("canal-json: ") for r in reasons)
     fixed = source_config(pipeline_config, broker, "inv_bad", "canal-json", "inv_bad",
-                          options={**PROTOCOL_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"})
+                          options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"})
     replayed = replay_quarantine(spark, fixed, "inv_bad")
     assert replayed.decoded == len(good) and replayed.quarantined == len(bad)
     left = {(r[0], r[1]) for r in spark.sql("SELECT `offset`, reason FROM silver.quarantine WHERE source = 'inv_bad'").collect()}
