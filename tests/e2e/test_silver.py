@@ -259,7 +259,7 @@ def test_simple_consumer_starting_mid_stream_catches_up_at_the_bootstrap(spark, 
     assert third.quarantined == 1 and len(reasons) == 1 and "schema version 77" in reasons[0] and "still unknown after 0 minutes" in reasons[0]
 
 
-def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(spark, broker, pipeline_config, registry):
+def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(spark, broker, pipeline_config, registry, tmp_path, capsys):
     good = encode_stream("canal-json", logical_stream(rows=4), topic="inv_bad", partitions=1, options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"})
     bad = [Message("inv_bad", 0, None, b'{"truncated": '), Message("inv_bad", 0, None, b"\x00\x00\x00\x00\x07" + b"\x02" * 20),
            Message("inv_bad", 0, None, b"\xff\xfe not snappy")]
@@ -283,15 +283,37 @@ def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(spark, broker
     replay_quarantine(spark, fixed, "inv_bad")
     assert silver_rows(spark, "inv_bad") == rows  # replaying again duplicates nothing
 
+    # more messages, good and bad in one batch: the bad ones are quarantined, the rest goes through
+    later = [RowChange(tso(70_000 + i), "insert", ITEMS, after={"id": 7000 + i, "name": "n", "qty": i, "price": 1.0,
+             "status": "paid", "created": dt.datetime(2025, 3, 1), "note": None}) for i in range(3)]
+    more = encode_stream("canal-json", later, topic="inv_bad", partitions=1,
+                         options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"})
+    produce(broker.bootstrap, [more[0], Message("inv_bad", 0, None, more[1].value[:-7]), more[1], more[2]])
+    _, mixed = land_and_decode(spark, fixed, "inv_bad")
+    assert (mixed.decoded, mixed.quarantined, mixed.row_changes) == (3, 1, 3)
+    assert {r[0] for r in spark.sql("SELECT `offset` FROM silver.quarantine WHERE source = 'inv_bad'").collect()} == {3, 4, 5, 14}
+
+    from spark_jobs.cli import main
+    config_file = tmp_path / "quarantine.yaml"
+    config_file.write_text(f"sources: [{{name: inv_bad, protocol: canal-json, topics: [inv_bad], kafka: {{bootstrap_servers: '{broker.bootstrap}'}}}}]\n")
+    assert main(["quarantine", "list", "--source", "inv_bad", "--config", str(config_file)]) == 0
+    listed = capsys.readouterr().out
+    assert "inv_bad" in listed and "inv_bad[0]@14" in listed and "corrupt snappy" in listed
+
 
 def test_avro_writer_schema_change_becomes_an_inferred_ddl(spark, broker, pipeline_config, registry):
     wider = dataclasses.replace(ITEMS, columns=ITEMS.columns + (Column("color", "varchar(8)"),))
     base = {"name": "a", "qty": 1, "price": 1.0, "status": "new", "created": dt.datetime(2025, 1, 1), "note": None}
     events = [RowChange(tso(1), "insert", ITEMS, after={"id": 1, **base}),
               RowChange(tso(2), "insert", wider, after={"id": 2, **base, "color": "red"})]
-    publish(broker, "avro", events, "inv_avro_ddl", registry=registry)
+    messages = publish(broker, "avro", events, "inv_avro_ddl", registry=registry)
+    unknown_id = Message("inv_avro_ddl", messages[0].partition, messages[0].key, b"\x00\x00\x0f\x42\x3f" + messages[0].value[5:])
+    produce(broker.bootstrap, [unknown_id])
     config = source_config(pipeline_config, broker, "inv_avro_ddl", "avro", "inv_avro_ddl", registry=registry)
-    land_and_decode(spark, config, "inv_avro_ddl")
+    _, result = land_and_decode(spark, config, "inv_avro_ddl")
+    assert (result.decoded, result.quarantined) == (2, 1)
+    reason = spark.sql("SELECT reason FROM silver.quarantine WHERE source = 'inv_avro_ddl'").collect()[0][0]
+    assert reason.startswith("avro: ") and "schema id 999999 not found" in reason
     ddl = spark.sql("""SELECT ddl_type, ddl_sql, commit_ts, schema_origin FROM silver.ddl_events
                        WHERE source = 'inv_avro_ddl' ORDER BY commit_ts""").collect()
     assert [(d["ddl_type"], d["schema_origin"]) for d in ddl] == [("create_table", "inferred"), ("add_column", "inferred")]

@@ -100,3 +100,19 @@ def test_secrets_from_an_airflow_connection(tmp_path, monkeypatch):
                            "      sasl_connection: no_such_connection\n")
     with pytest.raises(ConfigError, match="Airflow connection 'no_such_connection'"):
         kafka_client_settings(load_config(write(tmp_path, missing)).source("shop"))
+
+
+def test_cluster_mode_spark_settings(tmp_path):
+    """The cluster runtime: master URL, shared catalog, jars by Maven coordinate (no local paths)."""
+    from spark_jobs.spark_session import spark_conf
+    config = load_config(write(tmp_path, GOOD.replace("  mode: embedded\n  local_dir: lake\n", """  mode: cluster
+  spark: {master: "spark://spark-master:7077", conf: {spark.executor.memory: 4g}}
+  catalog: {type: hive, uri: "thrift://metastore:9083", warehouse: "s3a://lake/warehouse"}
+  packages: [org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2]
+""")))
+    conf = spark_conf(config)
+    assert conf["spark.master"] == "spark://spark-master:7077"
+    assert conf["spark.sql.catalog.spark_catalog.uri"] == conf["spark.hadoop.hive.metastore.uris"] == "thrift://metastore:9083"
+    assert conf["spark.sql.catalog.spark_catalog.warehouse"] == "s3a://lake/warehouse"
+    assert conf["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+    assert conf["spark.executor.memory"] == "4g" and "spark.jars" not in conf
