@@ -350,6 +350,23 @@ class OpenDecoder:
 
     # -- rows
 
+    def _compiled_image(self, columns):
+        """The image from a function compiled for this column signature, or None when none fits."""
+        if type(columns) is dict:
+            for fast in self._images.get(tuple(columns), ()):
+                image = fast(columns)
+                if image is not None:
+                    return image
+        return None
+
+    def _row_image(self, columns, index: int, part: str):
+        """(values, types, keys, type flags) of a `u` or `d` image: compiled when seen before, else precise."""
+        image = self._compiled_image(columns)
+        if image is None:
+            image = self._image(columns, f"value item {index}.{part}")
+            self._learn(columns)
+        return image
+
     def _row(self, head: dict, value_item: memoryview, index: int, claim_checked: bool) -> ChangeEvent:
         location = head.get("ccl")
         if location:
@@ -371,35 +388,16 @@ class OpenDecoder:
         if type(doc) is not dict:
             doc = self._value_json(value_item, index)  # parses again: the exact error, or the decompressed value
         flags: list[str] = []
-        images = self._images
         deleted = doc.get("d")
         if deleted is not None:
-            image = None
-            if type(deleted) is dict:
-                for fast in images.get(tuple(deleted), ()):
-                    image = fast(deleted)
-                    if image is not None:
-                        break
-            if image is None:
-                image = self._image(deleted, f"value item {index}.d")
-                self._learn(deleted)
-            before, types, keys, type_flags = image
+            before, types, keys, type_flags = self._row_image(deleted, index, "d")
             after = None
             op = "delete"
         else:
             updated = doc.get("u")
             if updated is None:
                 raise _error("row value has none of `u`, `p`, `d`", f"value item {index}")
-            image = None
-            if type(updated) is dict:
-                for fast in images.get(tuple(updated), ()):
-                    image = fast(updated)
-                    if image is not None:
-                        break
-            if image is None:
-                image = self._image(updated, f"value item {index}.u")
-                self._learn(updated)
-            after, types, keys, type_flags = image
+            after, types, keys, type_flags = self._row_image(updated, index, "u")
             previous = doc.get("p")
             if previous is None:
                 op = "insert"
@@ -408,12 +406,7 @@ class OpenDecoder:
                     flags.append("old_value_missing")
             else:
                 op = "update"
-                image = None
-                if type(previous) is dict:
-                    for fast in images.get(tuple(previous), ()):
-                        image = fast(previous)
-                        if image is not None:
-                            break
+                image = self._compiled_image(previous)
                 before = self._values(previous, f"value item {index}.p") if image is None else image[0]
                 if self.only_updated or len(before) < len(after):
                     before = {**after, **before}

@@ -203,10 +203,6 @@ def key_columns_in_table_order(table: Table) -> list[Column]:
 class AvroEncoder:
     DDL_TO_ALL_PARTITIONS = True
 
-    @staticmethod
-    def SENDS_WATERMARKS(options: Mapping[str, Any] | None = None) -> bool:
-        return False
-
     def __init__(self, options: dict):
         self.options = dict(options)
         url = self.options.get("schema-registry-url")

@@ -266,9 +266,6 @@ class CanalJsonEncoder:
         self.build_time_ms = _physical_ms
         self._claim_checks = 0
 
-    def SENDS_WATERMARKS(self, options: dict | None = None) -> bool:  # noqa: N802 (stream.py's name)
-        return (CanalOptions.parse(options) if options is not None else self.options).extension
-
     def encode(self, events: list[Event]) -> list[tuple[bytes | None, bytes, None]]:
         out = []
         for event in events:

@@ -320,10 +320,6 @@ def _ddl_column(position: int, column: Column, table: Table) -> dict:
 class DebeziumEncoder:
     DDL_TO_ALL_PARTITIONS = True
 
-    @staticmethod
-    def SENDS_WATERMARKS(options: dict | None) -> bool:
-        return _Options(options).extension
-
     def __init__(self, options: dict):
         self.opts = _Options(options)
 

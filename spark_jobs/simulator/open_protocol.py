@@ -222,10 +222,6 @@ class OpenEncoder:
 
     DDL_TO_ALL_PARTITIONS = True
 
-    @staticmethod
-    def SENDS_WATERMARKS(options: dict | None = None) -> bool:  # noqa: N802 (stream.py's name)
-        return True
-
     def __init__(self, options: dict):
         merged = {**DEFAULT_OPTIONS, **options}  # other keys (topic, other protocols' options) do not apply
         self.old_value = _bool_option(merged["enable-old-value"])

@@ -188,10 +188,6 @@ class _SimpleEncoder:
         self.zone = zone_of(self.location)
         self._claim_checks = 0
 
-    @staticmethod
-    def SENDS_WATERMARKS(options=None) -> bool:
-        return True
-
     def encode(self, events: list[Event]) -> list[tuple[bytes | None, bytes, list]]:
         return [(None, self.encode_event(e), []) for e in events]
 

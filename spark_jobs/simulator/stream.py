@@ -19,7 +19,6 @@ EXTENSION_OPTIONS: dict[str, dict[str, Any]] = {
 
 # protocol name -> (module, encoder class); each encoder has:
 #   DDL_TO_ALL_PARTITIONS: bool   (Canal-JSON sends DDL to partition 0 only)
-#   SENDS_WATERMARKS(options) -> bool
 #   encode(events) -> list[(key, value, headers)]   for one partition's events, in order (may batch)
 _ENCODERS = {
     "canal-json": ("spark_jobs.simulator.canal_json", "CanalJsonEncoder"),
