@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench-decode bench-land bench-silver lock venv check-java clean
+.PHONY: demo test test-fast lint format bench-decode bench-land bench-silver lock venv check-java clean
 
 venv: $(STAMP)
 
@@ -31,6 +31,14 @@ test: venv check-java
 
 test-fast: venv
 	$(BIN)/python -m pytest -m "not e2e and not long"
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 bench-decode: venv
 	$(BIN)/python bench/decode.py

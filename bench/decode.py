@@ -27,9 +27,10 @@ import random
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -38,32 +39,42 @@ if str(ROOT) not in sys.path:
 import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
-from spark_jobs.codecs import decoder_class, make_decoder  # noqa: E402
+from spark_jobs.codecs import (  # noqa: E402
+    PROTOCOLS,
+    decoder_class,
+    make_decoder,
+)
 from spark_jobs.codecs.simple import message_schema  # noqa: E402
-from spark_jobs.simulator.model import Bootstrap, Column, Ddl, Message, RowChange, Table, Watermark  # noqa: E402
-from spark_jobs.simulator.stream import EXTENSION_OPTIONS, encode_stream  # noqa: E402
+from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, Message, RowChange, Table, Watermark  # noqa: E402
+from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream  # noqa: E402
 
-from spark_jobs.codecs import PROTOCOLS  # noqa: E402
 REPEATS = 3
 BASE_MS = 1_763_800_000_000
 
-ORDERS = Table("shop", "orders", (
-    Column("order_id", "bigint unsigned", nullable=False),
-    Column("customer_id", "int", nullable=False),
-    Column("sku", "varchar(16)", nullable=False),
-    Column("quantity", "smallint unsigned", nullable=False),
-    Column("unit_price", "decimal(10,2)", nullable=False),
-    Column("discount", "decimal(5,4)"),
-    Column("total", "decimal(12,2)", nullable=False),
-    Column("currency", "char(3)", nullable=False),
-    Column("status", "enum('new','paid','shipped','delivered','cancelled')", nullable=False),
-    Column("tags", "set('gift','express','fragile','b2b')"),
-    Column("note", "varchar(255)"),
-    Column("weight_kg", "double"),
-    Column("ship_date", "date"),
-    Column("created_at", "datetime(3)", nullable=False),
-    Column("updated_at", "timestamp(6)", nullable=False),
-), key=("order_id",), table_id=103, schema_version=BASE_MS << 18)
+ORDERS = Table(
+    "shop",
+    "orders",
+    (
+        Column("order_id", "bigint unsigned", nullable=False),
+        Column("customer_id", "int", nullable=False),
+        Column("sku", "varchar(16)", nullable=False),
+        Column("quantity", "smallint unsigned", nullable=False),
+        Column("unit_price", "decimal(10,2)", nullable=False),
+        Column("discount", "decimal(5,4)"),
+        Column("total", "decimal(12,2)", nullable=False),
+        Column("currency", "char(3)", nullable=False),
+        Column("status", "enum('new','paid','shipped','delivered','cancelled')", nullable=False),
+        Column("tags", "set('gift','express','fragile','b2b')"),
+        Column("note", "varchar(255)"),
+        Column("weight_kg", "double"),
+        Column("ship_date", "date"),
+        Column("created_at", "datetime(3)", nullable=False),
+        Column("updated_at", "timestamp(6)", nullable=False),
+    ),
+    key=("order_id",),
+    table_id=103,
+    schema_version=BASE_MS << 18,
+)
 
 
 def _order(rng: random.Random, order_id: int, now: dt.datetime) -> dict[str, Any]:
@@ -72,13 +83,21 @@ def _order(rng: random.Random, order_id: int, now: dt.datetime) -> dict[str, Any
     discount = rng.choice([None, Decimal("0.0500"), Decimal("0.1000"), Decimal("0.2500")])
     total = (price * quantity * (1 - (discount or 0))).quantize(Decimal("0.01"))
     return {
-        "order_id": order_id, "customer_id": rng.randint(1, 500_000), "sku": f"SKU-{rng.randint(0, 99_999):05d}",
-        "quantity": quantity, "unit_price": price, "discount": discount, "total": total,
-        "currency": rng.choice(["EUR", "USD", "JPY"]), "status": "new",
+        "order_id": order_id,
+        "customer_id": rng.randint(1, 500_000),
+        "sku": f"SKU-{rng.randint(0, 99_999):05d}",
+        "quantity": quantity,
+        "unit_price": price,
+        "discount": discount,
+        "total": total,
+        "currency": rng.choice(["EUR", "USD", "JPY"]),
+        "status": "new",
         "tags": tuple(t for t in ("gift", "express", "fragile", "b2b") if rng.random() < 0.2),
         "note": rng.choice([None, "", "leave at the door", "Lieferung an Packstation — bitte klingeln"]),
-        "weight_kg": round(rng.uniform(0.1, 40), 3), "ship_date": rng.choice([None, now.date()]),
-        "created_at": now.replace(microsecond=now.microsecond // 1000 * 1000), "updated_at": now,
+        "weight_kg": round(rng.uniform(0.1, 40), 3),
+        "ship_date": rng.choice([None, now.date()]),
+        "created_at": now.replace(microsecond=now.microsecond // 1000 * 1000),
+        "updated_at": now,
     }
 
 
@@ -86,8 +105,10 @@ def orders_stream(count: int) -> list:
     """CREATE TABLE, a bootstrap, `count` row changes (2/3 inserts, 1/3 updates), a watermark."""
     rng = random.Random(7)
     ts = BASE_MS << 18
-    events: list = [Ddl(ts, "shop", "orders", "CREATE TABLE `shop`.`orders` (...)", "create_table", table_after=ORDERS),
-                    Bootstrap(ORDERS)]
+    events: list = [
+        Ddl(ts, "shop", "orders", "CREATE TABLE `shop`.`orders` (...)", "create_table", table_after=ORDERS),
+        Bootstrap(ORDERS),
+    ]
     rows: list[dict[str, Any]] = []
     start = dt.datetime(2025, 11, 22, 8, 0, 0)
     for i in range(count):
@@ -109,11 +130,12 @@ def orders_stream(count: int) -> list:
 
 # ---- the floor: parsing the same bytes --------------------------------------------------------------
 
+
 def _open_items(framed: bytes, pos: int) -> list[bytes]:
     items = []
     while pos < len(framed):
-        size = int.from_bytes(framed[pos:pos + 8], "big")
-        items.append(framed[pos + 8:pos + 8 + size])
+        size = int.from_bytes(framed[pos : pos + 8], "big")
+        items.append(framed[pos + 8 : pos + 8 + size])
         pos += 8 + size
     return items
 
@@ -128,6 +150,7 @@ def floor_of(protocol: str, messages: list[Message], registry_url: str | None) -
             for item in items:
                 loads(item)
             return len(messages)
+
         return parse_items
     if protocol == "avro":
         schemas: dict[int, Any] = {}
@@ -150,6 +173,7 @@ def floor_of(protocol: str, messages: list[Message], registry_url: str | None) -
             for value in values:
                 loads(value)
             return len(messages)
+
         return parse_values
     reader, buffer = fastavro.schemaless_reader, io.BytesIO
 
@@ -157,6 +181,7 @@ def floor_of(protocol: str, messages: list[Message], registry_url: str | None) -
         for writer_schema, data in payloads:
             reader(buffer(data), writer_schema)
         return len(messages)
+
     return read_payloads
 
 
@@ -172,6 +197,7 @@ def decode_all(protocol: str, messages: list[Message], options: dict) -> Callabl
         for key, value, headers in items:
             events += len(decode(key, value, headers))
         return events
+
     run()  # warm: schema caches, registry look-ups, converter caches
     return run
 
@@ -192,11 +218,20 @@ def profile_line(fn: Callable[[], int]) -> str:
     fn()
     profiler.disable()
     stats = pstats.Stats(profiler)
-    total = max((cumulative for (path, _, name), (_, _, _, cumulative, _) in stats.stats.items()
-                 if name == "run" and path == __file__), default=0.0) or 1e-9
+    total = (
+        max(
+            (
+                cumulative
+                for (path, _, name), (_, _, _, cumulative, _) in stats.stats.items()
+                if name == "run" and path == __file__
+            ),
+            default=0.0,
+        )
+        or 1e-9
+    )
     rows = []
     for (path, line, name), (_, _, _, cumulative, _) in stats.stats.items():
-        if path == __file__ or name == "decode" or path == "~" and "profiler" in name:
+        if path == __file__ or name == "decode" or (path == "~" and "profiler" in name):
             continue
         where = Path(path).name if path != "~" else "builtin"
         rows.append((cumulative, f"{name} ({where}{':' + str(line) if line else ''}) {100 * cumulative / total:.0f}%"))
@@ -220,17 +255,32 @@ def main(argv: list[str] | None = None) -> None:
             floor_time, _ = best_of(floor_of(protocol, messages, registry_url))
             run = decode_all(protocol, messages, options)
             decode_time, decoded = best_of(run)
-            results.append((protocol, len(messages), decoded, len(messages) / floor_time,
-                            len(messages) / decode_time, decoded / decode_time, floor_time / decode_time))
+            results.append(
+                (
+                    protocol,
+                    len(messages),
+                    decoded,
+                    len(messages) / floor_time,
+                    len(messages) / decode_time,
+                    decoded / decode_time,
+                    floor_time / decode_time,
+                )
+            )
             profiles.append((protocol, profile_line(run)))
-    print(f"{args.messages:,} row changes per protocol, best of {REPEATS}; "
-          f"throughput ratio = decode msg/s / floor msg/s (higher is better)")
-    header = (f"{'protocol':<12} {'messages':>9} {'events':>8} {'floor msg/s':>12} {'decode msg/s':>13} {'events/s':>10} "
-              f"{'throughput ratio':>16}")
+    print(
+        f"{args.messages:,} row changes per protocol, best of {REPEATS}; "
+        f"throughput ratio = decode msg/s / floor msg/s (higher is better)"
+    )
+    header = (
+        f"{'protocol':<12} {'messages':>9} {'events':>8} {'floor msg/s':>12} {'decode msg/s':>13} {'events/s':>10} "
+        f"{'throughput ratio':>16}"
+    )
     print(header)
     print("-" * len(header))
     for protocol, messages, decoded, floor_rate, rate, event_rate, ratio in results:
-        print(f"{protocol:<12} {messages:>9,} {decoded:>8,} {floor_rate:>12,.0f} {rate:>13,.0f} {event_rate:>10,.0f} {ratio:>16.2f}")
+        print(
+            f"{protocol:<12} {messages:>9,} {decoded:>8,} {floor_rate:>12,.0f} {rate:>13,.0f} {event_rate:>10,.0f} {ratio:>16.2f}"
+        )
     print()
     print("profile (cumulative share of one decode pass):")
     for protocol, line in profiles:

@@ -38,8 +38,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -47,17 +47,17 @@ if str(ROOT) not in sys.path:
 
 import orjson  # noqa: E402
 
-from spark_jobs.broker import EmbeddedBroker, produce  # noqa: E402
-from spark_jobs.simulator.model import Message  # noqa: E402
+from spark_jobs.devkit.broker import EmbeddedBroker, produce  # noqa: E402
+from spark_jobs.devkit.simulator.model import Message  # noqa: E402
 
 BENCH_DIR = ROOT / ".local" / "bench" / "land"
 TOPIC = "bench_land"
 SOURCE = "bench"
 PARTITIONS = 4
-PRODUCE_CHUNK = 50_000        # one producer per chunk: librdkafka's queue holds 100,000 messages by default
+PRODUCE_CHUNK = 50_000  # one producer per chunk: librdkafka's queue holds 100,000 messages by default
 SAMPLE_SECONDS = 0.5
 RESULT_PREFIX = "BENCH-LAND-RESULT "
-GROWTH_THRESHOLD = 0.25       # a larger peak by more than this share counts as "grew"
+GROWTH_THRESHOLD = 0.25  # a larger peak by more than this share counts as "grew"
 MB = 1024 * 1024
 
 log = logging.getLogger("bench.land")
@@ -65,15 +65,44 @@ log = logging.getLogger("bench.land")
 
 # ---- messages ----------------------------------------------------------------------------------------
 
-_SQL_TYPES = {"order_id": -5, "customer_id": 4, "sku": 12, "quantity": 5, "unit_price": 3, "discount": 3,
-              "total": 3, "currency": 1, "status": 4, "tags": -7, "note": 12, "weight_kg": 8, "ship_date": 91,
-              "created_at": 93, "updated_at": 93}
-_MYSQL_TYPES = {"order_id": "bigint unsigned", "customer_id": "int", "sku": "varchar", "quantity": "smallint unsigned",
-                "unit_price": "decimal", "discount": "decimal", "total": "decimal", "currency": "char",
-                "status": "enum", "tags": "set", "note": "varchar", "weight_kg": "double", "ship_date": "date",
-                "created_at": "datetime", "updated_at": "timestamp"}
-_FILLER = ("Lieferung an Packstation, bitte klingeln; leave at the door if nobody answers. "
-           "Fragile: glassware inside, keep upright. Gift wrap requested, no invoice in the parcel. ") * 40
+_SQL_TYPES = {
+    "order_id": -5,
+    "customer_id": 4,
+    "sku": 12,
+    "quantity": 5,
+    "unit_price": 3,
+    "discount": 3,
+    "total": 3,
+    "currency": 1,
+    "status": 4,
+    "tags": -7,
+    "note": 12,
+    "weight_kg": 8,
+    "ship_date": 91,
+    "created_at": 93,
+    "updated_at": 93,
+}
+_MYSQL_TYPES = {
+    "order_id": "bigint unsigned",
+    "customer_id": "int",
+    "sku": "varchar",
+    "quantity": "smallint unsigned",
+    "unit_price": "decimal",
+    "discount": "decimal",
+    "total": "decimal",
+    "currency": "char",
+    "status": "enum",
+    "tags": "set",
+    "note": "varchar",
+    "weight_kg": "double",
+    "ship_date": "date",
+    "created_at": "datetime",
+    "updated_at": "timestamp",
+}
+_FILLER = (
+    "Lieferung an Packstation, bitte klingeln; leave at the door if nobody answers. "
+    "Fragile: glassware inside, keep upright. Gift wrap requested, no invoice in the parcel. "
+) * 40
 _BASE_MS = 1_763_800_000_000
 
 
@@ -83,25 +112,47 @@ def canal_json_value(i: int, size: int) -> bytes:
     ms = _BASE_MS + i * 3
     commit_ts = ms << 18 | (i & 3)
     row = {
-        "order_id": str(10_000_000 + i), "customer_id": str((i * 7919) % 500_000 + 1), "sku": f"SKU-{(i * 31) % 100_000:05d}",
-        "quantity": str(i % 20 + 1), "unit_price": f"{(i * 13) % 99_900 + 100}.{i % 100:02d}",
-        "discount": ("0.0500", None, "0.1000", None)[i % 4], "total": f"{(i * 17) % 999_999}.{i % 97:02d}",
-        "currency": ("EUR", "USD", "JPY")[i % 3], "status": "1", "tags": str(i % 16), "note": "",
-        "weight_kg": f"{(i % 40_000) / 1000 + 0.1:.3f}", "ship_date": "2025-11-22",
-        "created_at": "2025-11-22 08:00:00.000", "updated_at": "2025-11-22 08:00:00.000000",
+        "order_id": str(10_000_000 + i),
+        "customer_id": str((i * 7919) % 500_000 + 1),
+        "sku": f"SKU-{(i * 31) % 100_000:05d}",
+        "quantity": str(i % 20 + 1),
+        "unit_price": f"{(i * 13) % 99_900 + 100}.{i % 100:02d}",
+        "discount": ("0.0500", None, "0.1000", None)[i % 4],
+        "total": f"{(i * 17) % 999_999}.{i % 97:02d}",
+        "currency": ("EUR", "USD", "JPY")[i % 3],
+        "status": "1",
+        "tags": str(i % 16),
+        "note": "",
+        "weight_kg": f"{(i % 40_000) / 1000 + 0.1:.3f}",
+        "ship_date": "2025-11-22",
+        "created_at": "2025-11-22 08:00:00.000",
+        "updated_at": "2025-11-22 08:00:00.000000",
     }
-    message = {"id": 0, "database": "shop", "table": "orders", "pkNames": ["order_id"], "isDdl": False,
-               "type": "INSERT", "es": ms, "ts": ms + 2, "sql": "", "sqlType": _SQL_TYPES, "mysqlType": _MYSQL_TYPES,
-               "old": None, "data": [row], "_tidb": {"commitTs": commit_ts}}
+    message = {
+        "id": 0,
+        "database": "shop",
+        "table": "orders",
+        "pkNames": ["order_id"],
+        "isDdl": False,
+        "type": "INSERT",
+        "es": ms,
+        "ts": ms + 2,
+        "sql": "",
+        "sqlType": _SQL_TYPES,
+        "mysqlType": _MYSQL_TYPES,
+        "old": None,
+        "data": [row],
+        "_tidb": {"commitTs": commit_ts},
+    }
     pad = size - len(orjson.dumps(message))
-    for type_map in ("sqlType", "mysqlType"):   # the bare message is about 1,050 bytes: make room
+    for type_map in ("sqlType", "mysqlType"):  # the bare message is about 1,050 bytes: make room
         if pad >= 0:
             break
         message[type_map] = {}
         pad = size - len(orjson.dumps(message))
     if pad > 0:
         start = i % 97
-        row["note"] = _FILLER[start:start + pad]
+        row["note"] = _FILLER[start : start + pad]
     return orjson.dumps(message)
 
 
@@ -121,20 +172,34 @@ def produce_all(bootstrap: str, n: int, value_bytes: int) -> float:
         done += chunk
         if done >= next_report or done == n:
             elapsed = time.monotonic() - started
-            log.info("produced %s/%s (%d%%) in %.0fs, %s msg/s", f"{done:,}", f"{n:,}", 100 * done // n, elapsed,
-                     f"{done / elapsed:,.0f}")
+            log.info(
+                "produced %s/%s (%d%%) in %.0fs, %s msg/s",
+                f"{done:,}",
+                f"{n:,}",
+                100 * done // n,
+                elapsed,
+                f"{done / elapsed:,.0f}",
+            )
             next_report = (done // step + 1) * step
     return time.monotonic() - started
 
 
 # ---- the floor: a plain consumer ---------------------------------------------------------------------
 
+
 def floor_consume(bootstrap: str) -> dict:
     """Assign every partition at offset 0 and consume until each reaches its high watermark."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-land-floor", "enable.auto.commit": False,
-                         "enable.partition.eof": False, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-land-floor",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         metadata = consumer.list_topics(TOPIC, timeout=30)
         partitions = sorted(metadata.topics[TOPIC].partitions)
@@ -159,8 +224,14 @@ def floor_consume(bootstrap: str) -> dict:
                     pending.discard(p)
             if count >= next_report and pending:
                 elapsed = time.monotonic() - started
-                log.info("floor: consumed %s/%s (%d%%) in %.0fs, %s msg/s", f"{count:,}", f"{total:,}",
-                         100 * count // max(1, total), elapsed, f"{count / elapsed:,.0f}")
+                log.info(
+                    "floor: consumed %s/%s (%d%%) in %.0fs, %s msg/s",
+                    f"{count:,}",
+                    f"{total:,}",
+                    100 * count // max(1, total),
+                    elapsed,
+                    f"{count / elapsed:,.0f}",
+                )
                 next_report = (count // step + 1) * step
         seconds = time.monotonic() - started
     finally:
@@ -170,9 +241,11 @@ def floor_consume(bootstrap: str) -> dict:
 
 # ---- memory sampling ---------------------------------------------------------------------------------
 
+
 def _has_psutil() -> bool:
     try:
         import psutil  # noqa: F401
+
         return True
     except ImportError:
         return False
@@ -180,6 +253,7 @@ def _has_psutil() -> bool:
 
 def _descendants_psutil(pid: int) -> list[tuple[int, str, int]]:
     import psutil
+
     out = []
     try:
         children = psutil.Process(pid).children(recursive=True)
@@ -256,7 +330,7 @@ class MemorySampler:
         while not self._stop.wait(self.interval):
             self.sample()
 
-    def __enter__(self) -> "MemorySampler":
+    def __enter__(self) -> MemorySampler:
         self.sample()
         self._thread.start()
         return self
@@ -269,15 +343,30 @@ class MemorySampler:
 
 # ---- one size, in its own process --------------------------------------------------------------------
 
+
 def bench_config(bootstrap: str, lake_dir: Path, cap: int):
-    from spark_jobs.config import (KafkaSettings, LandingSettings, PipelineConfig, RuntimeSettings, SourceSettings,
-                                   SparkSettings)
-    source = SourceSettings(name=SOURCE, protocol="canal-json", kafka=KafkaSettings(bootstrap_servers=bootstrap),
-                            topics=[TOPIC], options={"enable-tidb-extension": True},
-                            landing=LandingSettings(max_records_per_run=cap))
-    runtime = RuntimeSettings(mode="embedded", local_dir=str(lake_dir),
-                              spark=SparkSettings(master="local[2]", driver_memory="2g",
-                                                  conf={"spark.ui.showConsoleProgress": "false"}))
+    from spark_jobs.config import (
+        KafkaSettings,
+        LandingSettings,
+        PipelineConfig,
+        RuntimeSettings,
+        SourceSettings,
+        SparkSettings,
+    )
+
+    source = SourceSettings(
+        name=SOURCE,
+        protocol="canal-json",
+        kafka=KafkaSettings(bootstrap_servers=bootstrap),
+        topics=[TOPIC],
+        options={"enable-tidb-extension": True},
+        landing=LandingSettings(max_records_per_run=cap),
+    )
+    runtime = RuntimeSettings(
+        mode="embedded",
+        local_dir=str(lake_dir),
+        spark=SparkSettings(master="local[2]", driver_memory="2g", conf={"spark.ui.showConsoleProgress": "false"}),
+    )
     return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-land.yaml")
 
 
@@ -292,8 +381,8 @@ def fresh_lake(lake_dir: Path) -> None:
 
 
 def one_size(n: int, cap: int, value_bytes: int) -> dict:
-    from spark_jobs.land_bronze import BRONZE_TABLE, land_bronze
-    from spark_jobs.spark_session import get_spark
+    from spark_jobs.bronze.land import BRONZE_TABLE, land_bronze
+    from spark_jobs.runtime.spark_session import get_spark
 
     lake_dir = BENCH_DIR / f"lake-{n}"
     fresh_lake(lake_dir)
@@ -305,11 +394,26 @@ def one_size(n: int, cap: int, value_bytes: int) -> dict:
 
         floor = floor_consume(broker.bootstrap)
         if floor["records"] != n:
-            log.warning("floor consumer read %d records, expected %d (high watermarks sum %d)", floor["records"], n, floor["high"])
-        result.update(floor_records=floor["records"], floor_bytes=floor["bytes"], floor_s=floor["seconds"],
-                      floor_rate=floor["records"] / floor["seconds"], floor_mb_s=floor["bytes"] / MB / floor["seconds"])
-        log.info("floor: %s records in %.1fs, %s msg/s, %.1f MB/s", f"{floor['records']:,}", floor["seconds"],
-                 f"{result['floor_rate']:,.0f}", result["floor_mb_s"])
+            log.warning(
+                "floor consumer read %d records, expected %d (high watermarks sum %d)",
+                floor["records"],
+                n,
+                floor["high"],
+            )
+        result.update(
+            floor_records=floor["records"],
+            floor_bytes=floor["bytes"],
+            floor_s=floor["seconds"],
+            floor_rate=floor["records"] / floor["seconds"],
+            floor_mb_s=floor["bytes"] / MB / floor["seconds"],
+        )
+        log.info(
+            "floor: %s records in %.1fs, %s msg/s, %.1f MB/s",
+            f"{floor['records']:,}",
+            floor["seconds"],
+            f"{result['floor_rate']:,.0f}",
+            result["floor_mb_s"],
+        )
 
         config = bench_config(broker.bootstrap, lake_dir, cap)
         started = time.monotonic()
@@ -325,50 +429,89 @@ def one_size(n: int, cap: int, value_bytes: int) -> dict:
                     runs.append((r.records, r.seconds))
                     landed += r.records
                     landed_bytes += r.bytes
-                    log.info("landing run %d: %s records in %.1fs (%s msg/s); %s of %s landed", len(runs),
-                             f"{r.records:,}", r.seconds, f"{r.records / r.seconds:,.0f}" if r.seconds else "-",
-                             f"{landed:,}", f"{n:,}")
+                    log.info(
+                        "landing run %d: %s records in %.1fs (%s msg/s); %s of %s landed",
+                        len(runs),
+                        f"{r.records:,}",
+                        r.seconds,
+                        f"{r.records / r.seconds:,.0f}" if r.seconds else "-",
+                        f"{landed:,}",
+                        f"{n:,}",
+                    )
                     if r.records == 0:
                         break
                 landing_s = time.monotonic() - started
             rows, distinct = spark.sql(
                 f"SELECT count(*), count(DISTINCT topic, `partition`, `offset`) FROM {BRONZE_TABLE} "
-                f"WHERE source = '{SOURCE}'").collect()[0]
+                f"WHERE source = '{SOURCE}'"
+            ).collect()[0]
         finally:
             spark.stop()
     result.update(
-        landing_s=landing_s, landing_runs=len(runs), landed=landed, landing_rate=landed / landing_s,
+        landing_s=landing_s,
+        landing_runs=len(runs),
+        landed=landed,
+        landing_rate=landed / landing_s,
         # without the first run, which creates the bronze tables and warms the JVM and the Python workers
         later_rate=(sum(r for r, _ in runs[1:]) / sum(s for _, s in runs[1:])) if landed > runs[0][0] else None,
-        landing_mb_s=landed_bytes / MB / landing_s, ratio=(landed / landing_s) / result["floor_rate"],
-        driver_peak_mb=sampler.driver_peak / MB, workers_peak_mb=sampler.workers_peak / MB,
-        worker_max_mb=sampler.worker_max / MB, workers_max_count=sampler.workers_max_count,
-        samples=sampler.samples, sampler=sampler.method, bronze_rows=rows, bronze_distinct=distinct,
-        ok=(rows == n and distinct == n))
-    log.info("bronze.kafka_messages has %s rows (%s distinct offsets) for %s produced: %s", f"{rows:,}",
-             f"{distinct:,}", f"{n:,}", "ok" if result["ok"] else "MISMATCH")
-    log.info("size %s: landing %s msg/s in %d runs (%.1fs), ratio %.2f to the floor; peak RSS driver JVM %.0f MB, "
-             "Python workers %.0f MB", f"{n:,}", f"{result['landing_rate']:,.0f}", len(runs), landing_s, result["ratio"],
-             result["driver_peak_mb"], result["workers_peak_mb"])
+        landing_mb_s=landed_bytes / MB / landing_s,
+        ratio=(landed / landing_s) / result["floor_rate"],
+        driver_peak_mb=sampler.driver_peak / MB,
+        workers_peak_mb=sampler.workers_peak / MB,
+        worker_max_mb=sampler.worker_max / MB,
+        workers_max_count=sampler.workers_max_count,
+        samples=sampler.samples,
+        sampler=sampler.method,
+        bronze_rows=rows,
+        bronze_distinct=distinct,
+        ok=(rows == n and distinct == n),
+    )
+    log.info(
+        "bronze.kafka_messages has %s rows (%s distinct offsets) for %s produced: %s",
+        f"{rows:,}",
+        f"{distinct:,}",
+        f"{n:,}",
+        "ok" if result["ok"] else "MISMATCH",
+    )
+    log.info(
+        "size %s: landing %s msg/s in %d runs (%.1fs), ratio %.2f to the floor; peak RSS driver JVM %.0f MB, "
+        "Python workers %.0f MB",
+        f"{n:,}",
+        f"{result['landing_rate']:,.0f}",
+        len(runs),
+        landing_s,
+        result["ratio"],
+        result["driver_peak_mb"],
+        result["workers_peak_mb"],
+    )
     return result
 
 
 # ---- the parent: one subprocess per size, then the table ---------------------------------------------
 
+
 def run_size(n: int, args) -> dict | None:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--one-size", str(n), "--cap", str(args.cap),
-           "--value-bytes", str(args.value_bytes)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--one-size",
+        str(n),
+        "--cap",
+        str(args.cap),
+        "--value-bytes",
+        str(args.value_bytes),
+    ]
     process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # stderr (the log) passes through
     found = None
     try:
         for line in process.stdout:
             if line.startswith(RESULT_PREFIX):
-                found = json.loads(line[len(RESULT_PREFIX):])
+                found = json.loads(line[len(RESULT_PREFIX) :])
             else:
                 sys.stdout.write(line)
         code = process.wait()
     finally:
-        if process.poll() is None:   # interrupted: stop the child, which stops its broker and Spark
+        if process.poll() is None:  # interrupted: stop the child, which stops its broker and Spark
             process.terminate()
             process.wait()
     if code != 0 and found is None:
@@ -386,22 +529,30 @@ def growth_line(results: list[dict]) -> str:
         parts.append(f"{name} {small[key]:,.0f} -> {large[key]:,.0f} MB ({change:+.0%})")
         if change > GROWTH_THRESHOLD:
             grew.append(name)
-    verdict = (f"peak memory GREW with topic size ({', '.join(grew)})" if grew
-               else "peak memory did not grow with topic size")
-    return (f"{verdict}: {large['size'] / small['size']:.0f}x the messages ({small['size']:,} -> {large['size']:,}), "
-            f"{'; '.join(parts)} (grew = more than {GROWTH_THRESHOLD:.0%} larger)")
+    verdict = (
+        f"peak memory GREW with topic size ({', '.join(grew)})" if grew else "peak memory did not grow with topic size"
+    )
+    return (
+        f"{verdict}: {large['size'] / small['size']:.0f}x the messages ({small['size']:,} -> {large['size']:,}), "
+        f"{'; '.join(parts)} (grew = more than {GROWTH_THRESHOLD:.0%} larger)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100000,400000",
-                        help="comma-separated message counts (default 100000,400000: the embedded broker slows down "
-                             "as partitions grow, so 1000000,4000000 only completes against a real Kafka)")
+    parser.add_argument(
+        "--sizes",
+        default="100000,400000",
+        help="comma-separated message counts (default 100000,400000: the embedded broker slows down "
+        "as partitions grow, so 1000000,4000000 only completes against a real Kafka)",
+    )
     parser.add_argument("--cap", type=int, default=25_000, help="landing.max_records_per_run (default 25,000)")
     parser.add_argument("--value-bytes", type=int, default=1024, help="bytes per message value (default 1024)")
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)  # internal: run one size, print a JSON line
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S"
+    )
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `with`/`finally` clean-ups
     if args.one_size is not None:
@@ -418,28 +569,40 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results.append(r)
     print()
-    print(f"landing into bronze, cap {args.cap:,} records per run, values of {args.value_bytes:,} bytes, "
-          f"{PARTITIONS} partitions, Spark local[2], driver memory 2g")
-    print("floor = one confluent-kafka consumer over the same topic; ratio = landing msg/s / floor msg/s; "
-          "landing = all runs until one lands nothing (Spark start-up excluded); runs 2+ = without the first run")
-    header = (f"{'size':>10} {'produce s':>10} {'floor msg/s':>12} {'floor MB/s':>11} {'landing msg/s':>14} {'runs 2+ msg/s':>14} {'runs':>5} "
-              f"{'ratio':>6} {'driver peak MB':>15} {'workers peak MB':>16} {'bronze rows':>12}")
+    print(
+        f"landing into bronze, cap {args.cap:,} records per run, values of {args.value_bytes:,} bytes, "
+        f"{PARTITIONS} partitions, Spark local[2], driver memory 2g"
+    )
+    print(
+        "floor = one confluent-kafka consumer over the same topic; ratio = landing msg/s / floor msg/s; "
+        "landing = all runs until one lands nothing (Spark start-up excluded); runs 2+ = without the first run"
+    )
+    header = (
+        f"{'size':>10} {'produce s':>10} {'floor msg/s':>12} {'floor MB/s':>11} {'landing msg/s':>14} {'runs 2+ msg/s':>14} {'runs':>5} "
+        f"{'ratio':>6} {'driver peak MB':>15} {'workers peak MB':>16} {'bronze rows':>12}"
+    )
     print(header)
     print("-" * len(header))
     for r in results:
-        print(f"{r['size']:>10,} {r['produce_s']:>10,.0f} {r['floor_rate']:>12,.0f} {r['floor_mb_s']:>11,.1f} "
-              f"{r['landing_rate']:>14,.0f} {'-' if r['later_rate'] is None else format(r['later_rate'], ',.0f'):>14} {r['landing_runs']:>5} {r['ratio']:>6.2f} {r['driver_peak_mb']:>15,.0f} "
-              f"{r['workers_peak_mb']:>16,.0f} {r['bronze_rows']:>12,}{'' if r['ok'] else '  MISMATCH'}")
+        print(
+            f"{r['size']:>10,} {r['produce_s']:>10,.0f} {r['floor_rate']:>12,.0f} {r['floor_mb_s']:>11,.1f} "
+            f"{r['landing_rate']:>14,.0f} {'-' if r['later_rate'] is None else format(r['later_rate'], ',.0f'):>14} {r['landing_runs']:>5} {r['ratio']:>6.2f} {r['driver_peak_mb']:>15,.0f} "
+            f"{r['workers_peak_mb']:>16,.0f} {r['bronze_rows']:>12,}{'' if r['ok'] else '  MISMATCH'}"
+        )
     for n in failed:
         print(f"{n:>10,}  failed: see the log above")
     if results:
-        print(f"workers = sum of RSS over pyspark.daemon and its workers (up to {max(r['workers_max_count'] for r in results)} "
-              f"processes; largest single worker {max(r['worker_max_mb'] for r in results):,.0f} MB); "
-              f"sampled every {SAMPLE_SECONDS}s via {results[0]['sampler']}")
+        print(
+            f"workers = sum of RSS over pyspark.daemon and its workers (up to {max(r['workers_max_count'] for r in results)} "
+            f"processes; largest single worker {max(r['worker_max_mb'] for r in results):,.0f} MB); "
+            f"sampled every {SAMPLE_SECONDS}s via {results[0]['sampler']}"
+        )
         print(growth_line(results))
     bad = failed or [r["size"] for r in results if not r["ok"]]
     if bad:
-        print(f"bronze row count differs from the messages produced (or the run failed) for: {', '.join(f'{n:,}' for n in bad)}")
+        print(
+            f"bronze row count differs from the messages produced (or the run failed) for: {', '.join(f'{n:,}' for n in bad)}"
+        )
         return 1
     return 0
 

@@ -25,7 +25,7 @@ Then, over the same bronze rows:
 - decode-only: that plus `decode_batches` in `mapInArrow`, as `decode_and_write` runs it, to the
   `noop` sink: decoding without any Iceberg write (best of 2);
 - build_silver: the real thing, once, writing the Iceberg silver tables; its steps are timed by
-  wrapping `decode_and_write` and the `_merge_*` functions of `spark_jobs.build_silver` in the
+  wrapping `decode_and_write` and the `_merge_*` functions of `spark_jobs.silver.build` in the
   subprocess (nothing in the project changes).
 
 Every rate is events per second: the events `build_silver` decoded (row changes + DDL +
@@ -48,49 +48,62 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from spark_jobs.codecs import PROTOCOLS  # noqa: E402
-from spark_jobs.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark  # noqa: E402
-from spark_jobs.simulator.stream import EXTENSION_OPTIONS  # noqa: E402
+from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark  # noqa: E402
+from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS  # noqa: E402
+
 BENCH_DIR = ROOT / ".local" / "bench" / "silver"
 SOURCE = "bench"
 TOPIC = "bench_silver"
 PARTITIONS = 4
 WATERMARK_EVERY = 5_000
-CHUNK_ROWS = 50_000          # row changes encoded (and staged as one parquet file) at a time
-WINDOW = 20_000              # updates and deletes pick among the most recent live rows
+CHUNK_ROWS = 50_000  # row changes encoded (and staged as one parquet file) at a time
+WINDOW = 20_000  # updates and deletes pick among the most recent live rows
 REPEATS = 2
 BASE_MS = 1_763_800_000_000
 RESULT_PREFIX = "BENCH-SILVER-RESULT "
 
 log = logging.getLogger("bench.silver")
 
-ORDERS = Table("shop", "orders", (
-    Column("order_id", "bigint unsigned", nullable=False),
-    Column("customer_id", "int", nullable=False),
-    Column("sku", "varchar(16)", nullable=False),
-    Column("quantity", "smallint unsigned", nullable=False),
-    Column("unit_price", "decimal(10,2)", nullable=False),
-    Column("total", "decimal(12,2)", nullable=False),
-    Column("currency", "char(3)", nullable=False),
-    Column("status", "enum('new','paid','shipped','delivered','cancelled')", nullable=False),
-    Column("note", "varchar(255)"),
-    Column("weight_kg", "double"),
-    Column("created_at", "datetime(3)", nullable=False),
-    Column("updated_at", "timestamp(6)", nullable=False),
-), key=("order_id",), table_id=103, schema_version=BASE_MS << 18)
-CREATE_ORDERS = "CREATE TABLE `shop`.`orders` (" + ", ".join(
-    f"`{c.name}` {c.type}{'' if c.nullable else ' NOT NULL'}" for c in ORDERS.columns) + ", PRIMARY KEY (`order_id`))"
+ORDERS = Table(
+    "shop",
+    "orders",
+    (
+        Column("order_id", "bigint unsigned", nullable=False),
+        Column("customer_id", "int", nullable=False),
+        Column("sku", "varchar(16)", nullable=False),
+        Column("quantity", "smallint unsigned", nullable=False),
+        Column("unit_price", "decimal(10,2)", nullable=False),
+        Column("total", "decimal(12,2)", nullable=False),
+        Column("currency", "char(3)", nullable=False),
+        Column("status", "enum('new','paid','shipped','delivered','cancelled')", nullable=False),
+        Column("note", "varchar(255)"),
+        Column("weight_kg", "double"),
+        Column("created_at", "datetime(3)", nullable=False),
+        Column("updated_at", "timestamp(6)", nullable=False),
+    ),
+    key=("order_id",),
+    table_id=103,
+    schema_version=BASE_MS << 18,
+)
+CREATE_ORDERS = (
+    "CREATE TABLE `shop`.`orders` ("
+    + ", ".join(f"`{c.name}` {c.type}{'' if c.nullable else ' NOT NULL'}" for c in ORDERS.columns)
+    + ", PRIMARY KEY (`order_id`))"
+)
 
 
 # ---- the stream ----------------------------------------------------------------------------------------
+
 
 class OrdersStream:
     """Row changes of ORDERS in commit order, produced chunk by chunk (bounded memory)."""
@@ -100,7 +113,7 @@ class OrdersStream:
         self.ts = BASE_MS << 18
         self.start = dt.datetime(2025, 11, 22, 8, 0, 0)
         self.next_id = 10_000_000
-        self.recent: list[dict[str, Any]] = []   # live rows, most recent last (at most WINDOW)
+        self.recent: list[dict[str, Any]] = []  # live rows, most recent last (at most WINDOW)
         self.rows = 0
         self.first = True
 
@@ -110,12 +123,18 @@ class OrdersStream:
         price = Decimal(rng.randint(100, 99_999)).scaleb(-2)
         self.next_id += 1
         return {
-            "order_id": self.next_id, "customer_id": rng.randint(1, 500_000), "sku": f"SKU-{rng.randint(0, 99_999):05d}",
-            "quantity": quantity, "unit_price": price, "total": (price * quantity).quantize(Decimal("0.01")),
-            "currency": rng.choice(["EUR", "USD", "JPY"]), "status": "new",
+            "order_id": self.next_id,
+            "customer_id": rng.randint(1, 500_000),
+            "sku": f"SKU-{rng.randint(0, 99_999):05d}",
+            "quantity": quantity,
+            "unit_price": price,
+            "total": (price * quantity).quantize(Decimal("0.01")),
+            "currency": rng.choice(["EUR", "USD", "JPY"]),
+            "status": "new",
             "note": rng.choice([None, "", "leave at the door", "Lieferung an Packstation — bitte klingeln"]),
             "weight_kg": round(rng.uniform(0.1, 40), 3),
-            "created_at": now.replace(microsecond=now.microsecond // 1000 * 1000), "updated_at": now,
+            "created_at": now.replace(microsecond=now.microsecond // 1000 * 1000),
+            "updated_at": now,
         }
 
     def chunk(self, count: int) -> list:
@@ -123,8 +142,10 @@ class OrdersStream:
         rng, recent = self.rng, self.recent
         events: list = []
         if self.first:
-            events += [Ddl(self.ts, "shop", "orders", CREATE_ORDERS, "create_table", table_after=ORDERS),
-                       Bootstrap(ORDERS)]
+            events += [
+                Ddl(self.ts, "shop", "orders", CREATE_ORDERS, "create_table", table_after=ORDERS),
+                Bootstrap(ORDERS),
+            ]
             self.first = False
         for _ in range(count):
             self.ts += rng.randint(1, 8) << 18 | rng.randint(0, 3)
@@ -134,7 +155,7 @@ class OrdersStream:
                 row = self._order(now)
                 recent.append(row)
                 if len(recent) > WINDOW:
-                    del recent[:len(recent) - WINDOW]
+                    del recent[: len(recent) - WINDOW]
                 events.append(RowChange(self.ts, "insert", ORDERS, None, row))
             elif r < 0.95:
                 index = rng.randrange(len(recent))
@@ -158,6 +179,7 @@ def _cache_parse_type() -> None:
     import functools
 
     from spark_jobs.codecs import values
+
     original = values.parse_type
     cached = functools.lru_cache(maxsize=None)(original)
     for module in list(sys.modules.values()):
@@ -170,29 +192,37 @@ def stage_bronze(protocol: str, options: dict, target: int, staging: Path) -> di
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from spark_jobs.simulator.stream import encode_stream, make_encoder
+    from spark_jobs.devkit.simulator.stream import encode_stream, make_encoder
 
-    make_encoder(protocol, options)   # imports the encoder's modules before parse_type is cached
+    make_encoder(protocol, options)  # imports the encoder's modules before parse_type is cached
     _cache_parse_type()
 
     staging.mkdir(parents=True, exist_ok=True)
-    schema = pa.schema([
-        ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("key", pa.binary()), ("value", pa.binary()),
-        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-    ])
+    schema = pa.schema(
+        [
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.timestamp("us", tz="UTC")),
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ]
+    )
     stream = OrdersStream()
     next_offset = [0] * PARTITIONS
     written = value_bytes = files = 0
-    per_message = 1.0                      # row changes per message, learnt from the first chunk
+    per_message = 1.0  # row changes per message, learnt from the first chunk
     started = time.monotonic()
     step, next_report = max(1, target // 10), max(1, target // 10)
     while written < target:
         rows = max(1_000, min(CHUNK_ROWS, int((target - written) * per_message * 1.02) + 10))
         events = stream.chunk(rows)
-        messages = encode_stream(protocol, events, topic=TOPIC, partitions=PARTITIONS, options=options, dispatch="index-value")
+        messages = encode_stream(
+            protocol, events, topic=TOPIC, partitions=PARTITIONS, options=options, dispatch="index-value"
+        )
         per_message = max(1.0, rows / max(1, len(messages)))
-        messages = messages[:target - written]
+        messages = messages[: target - written]
         cols: dict[str, list] = {name: [] for name in schema.names}
         for m in messages:
             offset = next_offset[m.partition]
@@ -210,64 +240,102 @@ def stage_bronze(protocol: str, options: dict, target: int, staging: Path) -> di
         written += len(messages)
         if written >= next_report or written >= target:
             elapsed = time.monotonic() - started
-            log.info("%s: encoded %s/%s messages (%s row changes) in %.0fs, %s msg/s", protocol, f"{written:,}",
-                     f"{target:,}", f"{stream.rows:,}", elapsed, f"{written / elapsed:,.0f}")
+            log.info(
+                "%s: encoded %s/%s messages (%s row changes) in %.0fs, %s msg/s",
+                protocol,
+                f"{written:,}",
+                f"{target:,}",
+                f"{stream.rows:,}",
+                elapsed,
+                f"{written / elapsed:,.0f}",
+            )
             next_report = (written // step + 1) * step
-    return {"messages": written, "row_changes_encoded": stream.rows, "bytes": value_bytes,
-            "next_offsets": {TOPIC: {str(p): o for p, o in enumerate(next_offset) if o}},
-            "encode_s": time.monotonic() - started}
+    return {
+        "messages": written,
+        "row_changes_encoded": stream.rows,
+        "bytes": value_bytes,
+        "next_offsets": {TOPIC: {str(p): o for p, o in enumerate(next_offset) if o}},
+        "encode_s": time.monotonic() - started,
+    }
 
 
 def land_staged(spark, staging: Path, next_offsets: dict) -> float:
     """The staged messages into bronze in one append with land_bronze's snapshot properties."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.land_bronze import BRONZE_TABLE, SUMMARY_BATCH, SUMMARY_OFFSETS, SUMMARY_RANGES, SUMMARY_SOURCE, ensure_bronze
+    from spark_jobs.bronze.land import (
+        BRONZE_TABLE,
+        SUMMARY_BATCH,
+        SUMMARY_OFFSETS,
+        SUMMARY_RANGES,
+        SUMMARY_SOURCE,
+        ensure_bronze,
+    )
 
     started = time.monotonic()
     ensure_bronze(spark)
     batch_id = uuid.uuid4().hex
-    properties = {SUMMARY_SOURCE: SOURCE, SUMMARY_BATCH: batch_id,
-                  SUMMARY_OFFSETS: json.dumps(next_offsets, sort_keys=True, separators=(",", ":")),
-                  SUMMARY_RANGES: json.dumps([[t, int(p), 0, o] for t, parts in next_offsets.items() for p, o in parts.items()])}
+    properties = {
+        SUMMARY_SOURCE: SOURCE,
+        SUMMARY_BATCH: batch_id,
+        SUMMARY_OFFSETS: json.dumps(next_offsets, sort_keys=True, separators=(",", ":")),
+        SUMMARY_RANGES: json.dumps([[t, int(p), 0, o] for t, parts in next_offsets.items() for p, o in parts.items()]),
+    }
     rows = spark.read.parquet(str(staging)).select(
-        F.lit(SOURCE).alias("source"), "topic", "partition", "offset", "timestamp", "key", "value", "headers",
-        F.lit(batch_id).alias("batch_id"), F.current_timestamp().alias("landed_at"))
+        F.lit(SOURCE).alias("source"),
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "key",
+        "value",
+        "headers",
+        F.lit(batch_id).alias("batch_id"),
+        F.current_timestamp().alias("landed_at"),
+    )
     # distribution-mode none: one file per input task, so that every pass reads bronze with both cores.
     # (land_bronze keeps Iceberg's default hash distribution on `source`: a landed batch becomes one file
     # with one row group, which Spark reads in ONE task; see the report.)
-    rows.writeTo(BRONZE_TABLE).options(**{f"snapshot-property.{k}": v for k, v in properties.items()},
-                                       **{"distribution-mode": "none"}).append()
+    rows.writeTo(BRONZE_TABLE).options(
+        **{f"snapshot-property.{k}": v for k, v in properties.items()}, **{"distribution-mode": "none"}
+    ).append()
     return time.monotonic() - started
 
 
 # ---- the references: parse only, from_json -------------------------------------------------------------
 
+
 def parse_only_function(protocol: str, avro_schemas: dict[int, str]) -> tuple[list[str], Callable]:
     """(bronze columns read, mapInArrow body that parses them the cheapest way the format allows, yields nothing)."""
     if protocol in ("canal-json", "debezium", "simple-json"):
+
         def parse_json(batches):
             import orjson
+
             loads = orjson.loads
             for batch in batches:
                 for value in batch.column(0).to_pylist():
                     if value is not None:
                         loads(value)
             return
-            yield  # noqa: unreachable: makes this a generator
+            yield  # unreachable: makes this a generator
+
         return ["value"], parse_json
     if protocol == "open":
+
         def parse_open(batches):
             import orjson
+
             loads = orjson.loads
 
             def items(framed, pos):
                 end = len(framed)
                 while pos < end:
-                    size = int.from_bytes(framed[pos:pos + 8], "big")
+                    size = int.from_bytes(framed[pos : pos + 8], "big")
                     if size:
-                        loads(framed[pos + 8:pos + 8 + size])
+                        loads(framed[pos + 8 : pos + 8 + size])
                     pos += 8 + size
+
             for batch in batches:
                 for key, value in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
                     if key:
@@ -275,7 +343,8 @@ def parse_only_function(protocol: str, avro_schemas: dict[int, str]) -> tuple[li
                     if value:
                         items(value, 0)
             return
-            yield  # noqa
+            yield
+
         return ["key", "value"], parse_open
     if protocol == "avro":
         texts = dict(avro_schemas)
@@ -285,6 +354,7 @@ def parse_only_function(protocol: str, avro_schemas: dict[int, str]) -> tuple[li
             import json as _json
 
             import fastavro
+
             schemas = {i: fastavro.parse_schema(_json.loads(t)) for i, t in texts.items()}
             reader, buffer = fastavro.schemaless_reader, io.BytesIO
             for batch in batches:
@@ -293,15 +363,18 @@ def parse_only_function(protocol: str, avro_schemas: dict[int, str]) -> tuple[li
                         if part:
                             reader(buffer(part[5:]), schemas[int.from_bytes(part[1:5], "big")])
             return
-            yield  # noqa
+            yield
+
         return ["key", "value"], parse_avro
     if protocol == "simple-avro":
+
         def parse_simple_avro(batches):
             import io
 
             import fastavro
 
             from spark_jobs.codecs.simple import message_schema
+
             schema = message_schema()
             reader, buffer = fastavro.schemaless_reader, io.BytesIO
             for batch in batches:
@@ -309,7 +382,8 @@ def parse_only_function(protocol: str, avro_schemas: dict[int, str]) -> tuple[li
                     if value:
                         reader(buffer(value), schema)
             return
-            yield  # noqa
+            yield
+
         return ["value"], parse_simple_avro
     raise ValueError(protocol)
 
@@ -318,9 +392,13 @@ def avro_schema_texts(spark, registry_url: str) -> dict[int, str]:
     """Every writer schema the bronze Avro frames name, fetched from the registry on the driver."""
     import urllib.request
 
-    from spark_jobs.land_bronze import BRONZE_TABLE
-    ids = {r[0] for r in spark.sql(f"""SELECT DISTINCT conv(hex(substring(part, 2, 4)), 16, 10) FROM (
-        SELECT explode(array(key, value)) AS part FROM {BRONZE_TABLE} WHERE source = '{SOURCE}') WHERE part IS NOT NULL""").collect()}
+    from spark_jobs.bronze.land import BRONZE_TABLE
+
+    ids = {
+        r[0]
+        for r in spark.sql(f"""SELECT DISTINCT conv(hex(substring(part, 2, 4)), 16, 10) FROM (
+        SELECT explode(array(key, value)) AS part FROM {BRONZE_TABLE} WHERE source = '{SOURCE}') WHERE part IS NOT NULL""").collect()
+    }
     texts = {}
     for schema_id in sorted(int(i) for i in ids):
         with urllib.request.urlopen(f"{registry_url}/schemas/ids/{schema_id}") as response:
@@ -336,15 +414,26 @@ CANAL_SCHEMA = """id BIGINT, database STRING, `table` STRING, pkNames ARRAY<STRI
 def from_json_frame(bronze):
     """Canal-JSON the plain Spark SQL way: from_json with a schema, one output row per element of `data`."""
     from pyspark.sql import functions as F
-    parsed = bronze.select("topic", "partition", "offset",
-                           F.from_json(F.col("value").cast("string"), CANAL_SCHEMA).alias("m"))
+
+    parsed = bronze.select(
+        "topic", "partition", "offset", F.from_json(F.col("value").cast("string"), CANAL_SCHEMA).alias("m")
+    )
     rows = parsed.select("topic", "partition", "offset", "m", F.posexplode_outer("m.data").alias("pos", "after"))
     return rows.select(
-        "topic", "partition", "offset", F.col("m.database").alias("database"), F.col("m.table").alias("table"),
-        F.col("m.type").alias("op"), F.col("m.isDdl").alias("is_ddl"), F.col("m.sql").alias("ddl_sql"),
+        "topic",
+        "partition",
+        "offset",
+        F.col("m.database").alias("database"),
+        F.col("m.table").alias("table"),
+        F.col("m.type").alias("op"),
+        F.col("m.isDdl").alias("is_ddl"),
+        F.col("m.sql").alias("ddl_sql"),
         F.coalesce(F.col("m._tidb.commitTs"), F.col("m._tidb.watermarkTs")).alias("commit_ts"),
-        F.col("m.pkNames").alias("key_columns"), F.col("m.mysqlType").alias("column_types"), "after",
-        F.expr("m.old[pos]").alias("before"))
+        F.col("m.pkNames").alias("key_columns"),
+        F.col("m.mysqlType").alias("column_types"),
+        "after",
+        F.expr("m.old[pos]").alias("before"),
+    )
 
 
 # ---- where decoding spends its time: decode_batches in this process, on a sample ----------------------
@@ -358,10 +447,17 @@ def profile_decode(protocol: str, options: dict, sample) -> dict:
     loop that turns events into column lists), by swapping timing wrappers into its module."""
     import types
 
-    import spark_jobs.decode_batches as module
+    import spark_jobs.silver.decode as module
 
-    batches = sample.select(["topic", "partition", "offset", "key", "value", "headers"]).to_batches(max_chunksize=10_000)
-    seconds = {"codec decode": 0.0, "Arrow in (to_pydict)": 0.0, "Arrow out (RecordBatch.from_pydict)": 0.0, "row_key": 0.0}
+    batches = sample.select(["topic", "partition", "offset", "key", "value", "headers"]).to_batches(
+        max_chunksize=10_000
+    )
+    seconds = {
+        "codec decode": 0.0,
+        "Arrow in (to_pydict)": 0.0,
+        "Arrow out (RecordBatch.from_pydict)": 0.0,
+        "row_key": 0.0,
+    }
     clock = time.perf_counter
 
     def timing(name: str, fn: Callable) -> Callable:
@@ -371,6 +467,7 @@ def profile_decode(protocol: str, options: dict, sample) -> dict:
                 return fn(*args, **kwargs)
             finally:
                 seconds[name] += clock() - started
+
         return wrapper
 
     class TimedBatch:
@@ -385,14 +482,17 @@ def profile_decode(protocol: str, options: dict, sample) -> dict:
         source = (TimedBatch(b) for b in batches) if timed else iter(batches)
         return sum(b.num_rows for b in module.decode_batches(source, protocol, options, []))
 
-    run(False)   # warm: imports, registry look-ups
+    run(False)  # warm: imports, registry look-ups
     started = clock()
     events = run(False)
     plain_s = clock() - started
     saved = {name: getattr(module, name) for name in ("pa", "make_decoder", "row_key")}
     try:
-        module.pa = types.SimpleNamespace(RecordBatch=types.SimpleNamespace(
-            from_pydict=timing("Arrow out (RecordBatch.from_pydict)", saved["pa"].RecordBatch.from_pydict)))
+        module.pa = types.SimpleNamespace(
+            RecordBatch=types.SimpleNamespace(
+                from_pydict=timing("Arrow out (RecordBatch.from_pydict)", saved["pa"].RecordBatch.from_pydict)
+            )
+        )
         module.make_decoder = lambda *a, **k: TimedDecoder(saved["make_decoder"](*a, **k))
         module.row_key = timing("row_key", saved["row_key"])
         started = clock()
@@ -403,10 +503,16 @@ def profile_decode(protocol: str, options: dict, sample) -> dict:
             setattr(module, name, value)
     parts = dict(seconds)
     parts["rest (loop, appends, images to lists)"] = max(0.0, total - sum(seconds.values()))
-    return {"rows": sample.num_rows, "events": events, "plain_s": plain_s, "shares": {k: v / total for k, v in parts.items()}}
+    return {
+        "rows": sample.num_rows,
+        "events": events,
+        "plain_s": plain_s,
+        "shares": {k: v / total for k, v in parts.items()},
+    }
 
 
 # ---- one protocol, in its own process ------------------------------------------------------------------
+
 
 def fresh_lake(lake_dir: Path) -> None:
     """Remove the previous run's warehouse and metastore; keep the relocated Iceberg jars."""
@@ -418,14 +524,30 @@ def fresh_lake(lake_dir: Path) -> None:
 
 
 def bench_config(protocol: str, lake_dir: Path, registry_url: str | None):
-    from spark_jobs.config import (KafkaSettings, PipelineConfig, RuntimeSettings, SchemaRegistrySettings, SourceSettings,
-                                   SparkSettings)
-    source = SourceSettings(name=SOURCE, protocol=protocol, kafka=KafkaSettings(bootstrap_servers="127.0.0.1:1"),
-                            topics=[TOPIC], options=dict(EXTENSION_OPTIONS[protocol]),
-                            schema_registry=SchemaRegistrySettings(url=registry_url) if registry_url else None)
-    runtime = RuntimeSettings(mode="embedded", local_dir=str(lake_dir),
-                              spark=SparkSettings(master="local[2]", driver_memory="4g", shuffle_partitions=4,
-                                                  conf={"spark.ui.showConsoleProgress": "false"}))
+    from spark_jobs.config import (
+        KafkaSettings,
+        PipelineConfig,
+        RuntimeSettings,
+        SchemaRegistrySettings,
+        SourceSettings,
+        SparkSettings,
+    )
+
+    source = SourceSettings(
+        name=SOURCE,
+        protocol=protocol,
+        kafka=KafkaSettings(bootstrap_servers="127.0.0.1:1"),
+        topics=[TOPIC],
+        options=dict(EXTENSION_OPTIONS[protocol]),
+        schema_registry=SchemaRegistrySettings(url=registry_url) if registry_url else None,
+    )
+    runtime = RuntimeSettings(
+        mode="embedded",
+        local_dir=str(lake_dir),
+        spark=SparkSettings(
+            master="local[2]", driver_memory="4g", shuffle_partitions=4, conf={"spark.ui.showConsoleProgress": "false"}
+        ),
+    )
     return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-silver.yaml")
 
 
@@ -446,7 +568,7 @@ class StepTimer:
     def __init__(self, module, names: list[str]):
         self.module, self.names, self.seconds, self._saved = module, names, {}, {}
 
-    def __enter__(self) -> "StepTimer":
+    def __enter__(self) -> StepTimer:
         for name in self.names:
             original = getattr(self.module, name)
             self._saved[name] = original
@@ -457,6 +579,7 @@ class StepTimer:
                     return _original(*args, **kwargs)
                 finally:
                     self.seconds[_name] = self.seconds.get(_name, 0.0) + time.monotonic() - started
+
             setattr(self.module, name, wrapper)
         return self
 
@@ -473,30 +596,47 @@ def one_protocol(protocol: str, n: int) -> dict:
     result: dict = {"protocol": protocol, "target": n}
     registry_cm = contextlib.nullcontext(None)
     if protocol == "avro":
-        registry_cm = _load_by_path("bench_schema_registry", ROOT / "tests" / "support" / "schema_registry.py").running_registry()
+        registry_cm = _load_by_path(
+            "bench_schema_registry", ROOT / "tests" / "support" / "schema_registry.py"
+        ).running_registry()
     with registry_cm as registry_url:
         options = dict(EXTENSION_OPTIONS[protocol])
         if registry_url:
             options["schema-registry-url"] = registry_url
-        log.info("%s: encoding %s messages (orders table, %d partitions by index value)", protocol, f"{n:,}", PARTITIONS)
+        log.info(
+            "%s: encoding %s messages (orders table, %d partitions by index value)", protocol, f"{n:,}", PARTITIONS
+        )
         staged = stage_bronze(protocol, options, n, lake_dir / "staging")
-        result.update(messages=staged["messages"], row_changes_encoded=staged["row_changes_encoded"],
-                      bronze_bytes=staged["bytes"], encode_s=staged["encode_s"])
+        result.update(
+            messages=staged["messages"],
+            row_changes_encoded=staged["row_changes_encoded"],
+            bronze_bytes=staged["bytes"],
+            encode_s=staged["encode_s"],
+        )
 
         config = bench_config(protocol, lake_dir, registry_url)
         from spark_jobs.config import decoder_options
+
         started = time.monotonic()
-        from spark_jobs.spark_session import get_spark
+        from spark_jobs.runtime.spark_session import get_spark
+
         spark = get_spark(config, app_name=f"bench-silver-{protocol}")
         result["spark_start_s"] = time.monotonic() - started
         try:
             result["land_s"] = land_staged(spark, lake_dir / "staging", staged["next_offsets"])
             import pyarrow.parquet as pq
+
             sample = pq.read_table(lake_dir / "staging" / "part-00000.parquet")
-            sample = sample.slice(0, PROFILE_ROWS)   # the first partition's messages of the first chunk, in offset order
+            sample = sample.slice(0, PROFILE_ROWS)  # the first partition's messages of the first chunk, in offset order
             shutil.rmtree(lake_dir / "staging")
-            log.info("%s: %s messages (%.0f MB of keys and values) encoded in %.0fs, written to bronze in %.0fs",
-                     protocol, f"{result['messages']:,}", result["bronze_bytes"] / 1e6, result["encode_s"], result["land_s"])
+            log.info(
+                "%s: %s messages (%.0f MB of keys and values) encoded in %.0fs, written to bronze in %.0fs",
+                protocol,
+                f"{result['messages']:,}",
+                result["bronze_bytes"] / 1e6,
+                result["encode_s"],
+                result["land_s"],
+            )
             result.update(measure(spark, config, protocol, registry_url))
             log.info("%s: profiling decode_batches in this process on %s bronze rows", protocol, f"{sample.num_rows:,}")
             result["profile"] = profile_decode(protocol, decoder_options(config.source(SOURCE)), sample)
@@ -508,58 +648,88 @@ def one_protocol(protocol: str, n: int) -> dict:
 def measure(spark, config, protocol: str, registry_url: str | None) -> dict:
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    import spark_jobs.build_silver as build_silver_module
-    from spark_jobs.build_silver import build_silver, ensure_silver
+    import spark_jobs.silver.build as build_silver_module
+    from spark_jobs.bronze.land import BRONZE_TABLE, main_snapshot
     from spark_jobs.config import decoder_options
-    from spark_jobs.decode_batches import DECODED_SCHEMA, decode_batches
-    from spark_jobs.land_bronze import BRONZE_TABLE, main_snapshot
+    from spark_jobs.silver.build import build_silver, ensure_silver
+    from spark_jobs.silver.decode import DECODED_SCHEMA, decode_batches
 
     out: dict = {}
     source = config.source(SOURCE)
     snapshot = main_snapshot(spark)
-    bronze = spark.read.format("iceberg").option("snapshot-id", snapshot).load(BRONZE_TABLE).where(f"source = '{SOURCE}'")
+    bronze = (
+        spark.read.format("iceberg").option("snapshot-id", snapshot).load(BRONZE_TABLE).where(f"source = '{SOURCE}'")
+    )
     out["read_tasks"] = bronze.rdd.getNumPartitions()
 
     def noop(frame) -> None:
         frame.write.format("noop").mode("overwrite").save()
 
     columns, parse = parse_only_function(protocol, avro_schema_texts(spark, registry_url) if protocol == "avro" else {})
-    log.info("%s: parse-only (mapInArrow, %s), %d read tasks", protocol, "fastavro" if "avro" in protocol else "orjson",
-             out["read_tasks"])
+    log.info(
+        "%s: parse-only (mapInArrow, %s), %d read tasks",
+        protocol,
+        "fastavro" if "avro" in protocol else "orjson",
+        out["read_tasks"],
+    )
     out["parse_s"] = timed("parse-only", lambda: noop(bronze.select(*columns).mapInArrow(parse, "n BIGINT")))
 
     if protocol == "canal-json":
         log.info("%s: from_json with a schema, posexplode(data)", protocol)
         out["from_json_s"] = timed("from_json", lambda: noop(from_json_frame(bronze)))
 
-    ordered = bronze.repartition("topic", "partition").sortWithinPartitions("topic", "partition", "offset").select(
-        "topic", "partition", "offset", "key", "value", "headers")
+    ordered = (
+        bronze.repartition("topic", "partition")
+        .sortWithinPartitions("topic", "partition", "offset")
+        .select("topic", "partition", "offset", "key", "value", "headers")
+    )
     log.info("%s: shuffle-only (repartition by topic/partition, sort by offset)", protocol)
     out["shuffle_s"] = timed("shuffle-only", lambda: noop(ordered))
 
     options = decoder_options(source)
     log.info("%s: decode-only (decode_batches in mapInArrow, noop sink)", protocol)
-    decoded = ordered.mapInArrow(lambda batches: decode_batches(batches, protocol, options, []), from_arrow_schema(DECODED_SCHEMA))
+    decoded = ordered.mapInArrow(
+        lambda batches: decode_batches(batches, protocol, options, []), from_arrow_schema(DECODED_SCHEMA)
+    )
     out["decode_s"] = timed("decode-only", lambda: noop(decoded))
 
-    ensure_silver(spark)   # one-time table creation is not part of a run
+    ensure_silver(spark)  # one-time table creation is not part of a run
     log.info("%s: build_silver", protocol)
-    steps = ["decode_and_write", "_merge_ddl", "_merge_inferred_ddl", "_merge_rows", "_merge_watermarks",
-             "_merge_problems", "_update_pending", "_expire_pending", "_finish"]
+    steps = [
+        "decode_and_write",
+        "_merge_ddl",
+        "_merge_inferred_ddl",
+        "_merge_rows",
+        "_merge_watermarks",
+        "_merge_problems",
+        "_update_pending",
+        "_expire_pending",
+        "_finish",
+    ]
     with StepTimer(build_silver_module, steps) as timer:
         started = time.monotonic()
         r = build_silver(spark, config, SOURCE)
         out["silver_s"] = time.monotonic() - started
     out["steps"] = timer.seconds
-    log.info("  build_silver: %.1fs (%s)", out["silver_s"], ", ".join(f"{k} {v:.1f}s" for k, v in timer.seconds.items()))
-    out.update(silver_messages=r.messages, decoded_messages=r.decoded, row_changes=r.row_changes, ddl_events=r.ddl_events,
-               watermarks=r.watermarks, quarantined=r.quarantined, waiting=r.waiting,
-               events=r.row_changes + r.ddl_events + r.watermarks)
+    log.info(
+        "  build_silver: %.1fs (%s)", out["silver_s"], ", ".join(f"{k} {v:.1f}s" for k, v in timer.seconds.items())
+    )
+    out.update(
+        silver_messages=r.messages,
+        decoded_messages=r.decoded,
+        row_changes=r.row_changes,
+        ddl_events=r.ddl_events,
+        watermarks=r.watermarks,
+        quarantined=r.quarantined,
+        waiting=r.waiting,
+        events=r.row_changes + r.ddl_events + r.watermarks,
+    )
     out["silver_rows"] = spark.sql(f"SELECT count(*) FROM silver.row_changes WHERE source = '{SOURCE}'").collect()[0][0]
     return out
 
 
 # ---- the parent: one subprocess per protocol, then the table -------------------------------------------
+
 
 def run_protocol(protocol: str, n: int) -> dict | None:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", protocol, "--messages", str(n)]
@@ -568,12 +738,12 @@ def run_protocol(protocol: str, n: int) -> dict | None:
     try:
         for line in process.stdout:
             if line.startswith(RESULT_PREFIX):
-                found = json.loads(line[len(RESULT_PREFIX):])
+                found = json.loads(line[len(RESULT_PREFIX) :])
             else:
                 sys.stdout.write(line)
         code = process.wait()
     finally:
-        if process.poll() is None:   # interrupted: stop the child, which stops its Spark
+        if process.poll() is None:  # interrupted: stop the child, which stops its Spark
             process.terminate()
             process.wait()
     if found is None:
@@ -593,23 +763,29 @@ def report(results: list[dict]) -> None:
     print()
     print("events/s = events decoded by build_silver / wall seconds of each pass over the same bronze rows;")
     print(f"references best of {REPEATS}, build_silver once; Spark local[2] on a shared 2-core machine (noisy).")
-    header = (f"{'protocol':<12} {'messages':>9} {'events':>10} {'parse-only/s':>13} {'from_json/s':>12} {'decode-only/s':>14} "
-              f"{'build_silver/s':>15} {'dec/parse':>10} {'silver/parse':>13} {'silver/from_json':>17}")
+    header = (
+        f"{'protocol':<12} {'messages':>9} {'events':>10} {'parse-only/s':>13} {'from_json/s':>12} {'decode-only/s':>14} "
+        f"{'build_silver/s':>15} {'dec/parse':>10} {'silver/parse':>13} {'silver/from_json':>17}"
+    )
     print(header)
     print("-" * len(header))
     for r in results:
         e = r["events"]
         parse, fj, dec, silver = (_rate(e, r.get(k)) for k in ("parse_s", "from_json_s", "decode_s", "silver_s"))
-        print(f"{r['protocol']:<12} {r['messages']:>9,} {e:>10,} {_fmt(parse, ',.0f'):>13} {_fmt(fj, ',.0f'):>12} "
-              f"{_fmt(dec, ',.0f'):>14} {_fmt(silver, ',.0f'):>15} {_fmt(dec / parse if dec and parse else None, '.2f'):>10} "
-              f"{_fmt(silver / parse if silver and parse else None, '.2f'):>13} "
-              f"{_fmt(silver / fj if silver and fj else None, '.2f'):>17}")
+        print(
+            f"{r['protocol']:<12} {r['messages']:>9,} {e:>10,} {_fmt(parse, ',.0f'):>13} {_fmt(fj, ',.0f'):>12} "
+            f"{_fmt(dec, ',.0f'):>14} {_fmt(silver, ',.0f'):>15} {_fmt(dec / parse if dec and parse else None, '.2f'):>10} "
+            f"{_fmt(silver / parse if silver and parse else None, '.2f'):>13} "
+            f"{_fmt(silver / fj if silver and fj else None, '.2f'):>17}"
+        )
     print()
     print("goal: build_silver >= 0.60 x parse-only and >= 1.5 x from_json (Canal-JSON)")
     for r in results:
         e, parse_rate = r["events"], _rate(r["events"], r["parse_s"])
-        verdicts = [f"{r['silver_s'] and (e / r['silver_s']) / parse_rate:.2f} x parse-only "
-                    f"({'met' if (e / r['silver_s']) / parse_rate >= 0.6 else 'NOT met'})"]
+        verdicts = [
+            f"{r['silver_s'] and (e / r['silver_s']) / parse_rate:.2f} x parse-only "
+            f"({'met' if (e / r['silver_s']) / parse_rate >= 0.6 else 'NOT met'})"
+        ]
         if r.get("from_json_s"):
             ratio = (e / r["silver_s"]) / (e / r["from_json_s"])
             verdicts.append(f"{ratio:.2f} x from_json ({'met' if ratio >= 1.5 else 'NOT met'})")
@@ -618,36 +794,59 @@ def report(results: list[dict]) -> None:
     print("where the time goes (seconds; build_silver steps timed inside the run):")
     for r in results:
         s = r["steps"]
-        write = sum(s.get(k, 0.0) for k in ("_merge_ddl", "_merge_inferred_ddl", "_merge_rows", "_merge_watermarks",
-                                            "_merge_problems", "_update_pending"))
+        write = sum(
+            s.get(k, 0.0)
+            for k in (
+                "_merge_ddl",
+                "_merge_inferred_ddl",
+                "_merge_rows",
+                "_merge_watermarks",
+                "_merge_problems",
+                "_update_pending",
+            )
+        )
         decode_step = s.get("decode_and_write", 0.0) - write
         other = r["silver_s"] - s.get("decode_and_write", 0.0)
-        print(f"  {r['protocol']:<12} build_silver {r['silver_s']:.1f}s = decode, cache and count {decode_step:.1f}s "
-              f"({100 * decode_step / r['silver_s']:.0f}%) + MERGE rows {s.get('_merge_rows', 0.0):.1f}s "
-              f"({100 * s.get('_merge_rows', 0.0) / r['silver_s']:.0f}%) + other MERGEs "
-              f"{write - s.get('_merge_rows', 0.0):.1f}s + setup, expire, finish {other:.1f}s")
-        print(f"  {'':<12} noop passes: parse-only {r['parse_s']:.1f}s, shuffle-only {r['shuffle_s']:.1f}s, "
-              f"decode-only {r['decode_s']:.1f}s (decode itself ~{max(0.0, r['decode_s'] - r['shuffle_s']):.1f}s)"
-              + (f", from_json {r['from_json_s']:.1f}s" if r.get("from_json_s") else "")
-              + f"; {r['read_tasks']} bronze read tasks")
+        print(
+            f"  {r['protocol']:<12} build_silver {r['silver_s']:.1f}s = decode, cache and count {decode_step:.1f}s "
+            f"({100 * decode_step / r['silver_s']:.0f}%) + MERGE rows {s.get('_merge_rows', 0.0):.1f}s "
+            f"({100 * s.get('_merge_rows', 0.0) / r['silver_s']:.0f}%) + other MERGEs "
+            f"{write - s.get('_merge_rows', 0.0):.1f}s + setup, expire, finish {other:.1f}s"
+        )
+        print(
+            f"  {'':<12} noop passes: parse-only {r['parse_s']:.1f}s, shuffle-only {r['shuffle_s']:.1f}s, "
+            f"decode-only {r['decode_s']:.1f}s (decode itself ~{max(0.0, r['decode_s'] - r['shuffle_s']):.1f}s)"
+            + (f", from_json {r['from_json_s']:.1f}s" if r.get("from_json_s") else "")
+            + f"; {r['read_tasks']} bronze read tasks"
+        )
         if r.get("profile"):
             pr = r["profile"]
-            print(f"  {'':<12} decode_batches alone, in one Python process on {pr['rows']:,} of these rows: "
-                  f"{pr['events'] / pr['plain_s']:,.0f} events/s on one core; under cProfile: "
-                  + ", ".join(f"{k} {100 * v:.0f}%" for k, v in pr["shares"].items()))
-        print(f"  {'':<12} {r['messages']:,} messages ({r['bronze_bytes'] / 1e6:.0f} MB) -> {r['row_changes']:,} row changes, "
-              f"{r['ddl_events']} DDL, {r['watermarks']:,} watermarks, {r['quarantined']} quarantined, "
-              f"{r['waiting']} waiting; silver.row_changes {r['silver_rows']:,} rows; "
-              f"generation: encode {r['encode_s']:.0f}s, bronze append {r['land_s']:.0f}s")
+            print(
+                f"  {'':<12} decode_batches alone, in one Python process on {pr['rows']:,} of these rows: "
+                f"{pr['events'] / pr['plain_s']:,.0f} events/s on one core; under cProfile: "
+                + ", ".join(f"{k} {100 * v:.0f}%" for k, v in pr["shares"].items())
+            )
+        print(
+            f"  {'':<12} {r['messages']:,} messages ({r['bronze_bytes'] / 1e6:.0f} MB) -> {r['row_changes']:,} row changes, "
+            f"{r['ddl_events']} DDL, {r['watermarks']:,} watermarks, {r['quarantined']} quarantined, "
+            f"{r['waiting']} waiting; silver.row_changes {r['silver_rows']:,} rows; "
+            f"generation: encode {r['encode_s']:.0f}s, bronze append {r['land_s']:.0f}s"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=1_000_000, help="bronze messages per protocol (default 1,000,000)")
-    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help=f"comma-separated (default {','.join(PROTOCOLS)})")
+    parser.add_argument(
+        "--messages", type=int, default=1_000_000, help="bronze messages per protocol (default 1,000,000)"
+    )
+    parser.add_argument(
+        "--protocols", default=",".join(PROTOCOLS), help=f"comma-separated (default {','.join(PROTOCOLS)})"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one protocol, print a JSON line
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S"
+    )
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `with`/`finally` clean-ups
     if args.one:

@@ -55,9 +55,9 @@ def ingest_dag(source_name: str):
         @task
         def land() -> dict:
             """Land new Kafka records into bronze; returns the counts."""
+            from spark_jobs.bronze.land import land_bronze
             from spark_jobs.config import load_config
-            from spark_jobs.land_bronze import land_bronze
-            from spark_jobs.spark_session import get_spark
+            from spark_jobs.runtime.spark_session import get_spark
 
             config = load_config()
             result = land_bronze(get_spark(config), config, source_name)
@@ -66,21 +66,27 @@ def ingest_dag(source_name: str):
         @task
         def decode() -> dict:
             """Decode new bronze records into the silver tables; returns the counts."""
-            from spark_jobs.build_silver import build_silver
             from spark_jobs.config import load_config
-            from spark_jobs.spark_session import get_spark
+            from spark_jobs.runtime.spark_session import get_spark
+            from spark_jobs.silver.build import build_silver
 
             config = load_config()
             r = build_silver(get_spark(config), config, source_name)
-            return {"messages": r.messages, "row_changes": r.row_changes, "ddl_events": r.ddl_events,
-                    "quarantined": r.quarantined, "waiting": r.waiting, "consistent_ts": r.consistent_ts}
+            return {
+                "messages": r.messages,
+                "row_changes": r.row_changes,
+                "ddl_events": r.ddl_events,
+                "quarantined": r.quarantined,
+                "waiting": r.waiting,
+                "consistent_ts": r.consistent_ts,
+            }
 
         @task(outlets=[gold_asset(source_name)])
         def publish_gold() -> dict:
             """Build the gold tables up to the consistent timestamp with dbt; returns rows per table."""
-            from spark_jobs.build_gold import build_gold
             from spark_jobs.config import load_config
-            from spark_jobs.spark_session import get_spark
+            from spark_jobs.gold.build import build_gold
+            from spark_jobs.runtime.spark_session import get_spark
 
             config = load_config()
             r = build_gold(get_spark(config), config, source_name)

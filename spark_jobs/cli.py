@@ -75,7 +75,10 @@ def _read_input(path: str, protocol: str):
             key = base64.b64decode(doc["key"], validate=True) if doc.get("key") is not None else None
             value = base64.b64decode(doc["value"], validate=True) if doc.get("value") is not None else None
         except Exception as exc:
-            print(f"ticdc-lake decode: {path} line {number}: not a message line ({exc.__class__.__name__}: {exc})", file=sys.stderr)
+            print(
+                f"ticdc-lake decode: {path} line {number}: not a message line ({exc.__class__.__name__}: {exc})",
+                file=sys.stderr,
+            )
             return 2
         where = f"{path} line {number} (partition {doc.get('partition')}, offset {doc.get('offset')})"
         messages.append((where, key, value))
@@ -84,37 +87,42 @@ def _read_input(path: str, protocol: str):
 
 def _pipeline(args):
     from spark_jobs.config import load_config
-    from spark_jobs.spark_session import get_spark
+    from spark_jobs.runtime.spark_session import get_spark
+
     config = load_config(args.config)
     config.source(args.source)
     return config, get_spark(config, f"ticdc-lake {args.command} {args.source}")
 
 
 def cmd_land(args) -> int:
-    from spark_jobs.land_bronze import land_bronze
+    from spark_jobs.bronze.land import land_bronze
+
     config, spark = _pipeline(args)
     land_bronze(spark, config, args.source)
     return 0
 
 
 def cmd_silver(args) -> int:
-    from spark_jobs.build_silver import build_silver, rebuild_silver
+    from spark_jobs.silver.build import build_silver, rebuild_silver
+
     config, spark = _pipeline(args)
     (rebuild_silver if args.rebuild else build_silver)(spark, config, args.source)
     return 0
 
 
 def cmd_gold(args) -> int:
-    from spark_jobs.build_gold import build_gold
+    from spark_jobs.gold.build import build_gold
+
     config, spark = _pipeline(args)
     build_gold(spark, config, args.source, test=args.test)
     return 0
 
 
 def cmd_run(args) -> int:
-    from spark_jobs.build_gold import build_gold
-    from spark_jobs.build_silver import build_silver
-    from spark_jobs.land_bronze import land_bronze
+    from spark_jobs.bronze.land import land_bronze
+    from spark_jobs.gold.build import build_gold
+    from spark_jobs.silver.build import build_silver
+
     config, spark = _pipeline(args)
     land_bronze(spark, config, args.source)
     build_silver(spark, config, args.source)
@@ -124,9 +132,9 @@ def cmd_run(args) -> int:
 
 def cmd_quarantine(args) -> int:
     """List quarantined messages (counts by source and reason, then the messages), or replay them."""
-    from spark_jobs.build_silver import ensure_silver, replay_quarantine
     from spark_jobs.config import load_config
-    from spark_jobs.spark_session import get_spark
+    from spark_jobs.runtime.spark_session import get_spark
+    from spark_jobs.silver.build import ensure_silver, replay_quarantine
 
     config = load_config(args.config)
     sources = [config.source(args.source).name] if args.source else [s.name for s in config.sources]
@@ -136,7 +144,9 @@ def cmd_quarantine(args) -> int:
         for name in sources:
             before = spark.sql(f"SELECT count(*) FROM silver.quarantine WHERE source = '{name}'").collect()[0][0]
             result = replay_quarantine(spark, config, name)
-            print(f"{name}: {before} quarantined, {result.decoded} decoded and moved into silver, {result.quarantined} still quarantined")
+            print(
+                f"{name}: {before} quarantined, {result.decoded} decoded and moved into silver, {result.quarantined} still quarantined"
+            )
         return 0
     in_sources = ", ".join(f"'{n}'" for n in sources)
     counts = spark.sql(f"""SELECT source, reason, count(*) AS n FROM silver.quarantine WHERE source IN ({in_sources})
@@ -150,12 +160,15 @@ def cmd_quarantine(args) -> int:
     print()
     for r in spark.sql(f"""SELECT source, topic, `partition`, `offset`, quarantined_at, reason FROM silver.quarantine
                           WHERE source IN ({in_sources}) ORDER BY source, topic, `partition`, `offset` LIMIT {args.limit}""").collect():
-        print(f"{r['source']} {r['topic']}[{r['partition']}]@{r['offset']} ({r['quarantined_at']:%Y-%m-%d %H:%M:%S}): {r['reason']}")
+        print(
+            f"{r['source']} {r['topic']}[{r['partition']}]@{r['offset']} ({r['quarantined_at']:%Y-%m-%d %H:%M:%S}): {r['reason']}"
+        )
     return 0
 
 
 def cmd_config(args) -> int:
     from spark_jobs.config import load_config
+
     config = load_config(args.config)
     print(f"{config.path}: valid; mode {config.runtime.mode}, local directory {config.local_dir}")
     for s in config.sources:
@@ -165,7 +178,8 @@ def cmd_config(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from spark_jobs.demo import run_demo
+    from spark_jobs.devkit.demo import run_demo
+
     return run_demo(args.config)
 
 
@@ -187,17 +201,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="the config file (default: $TICDC_LAKE_CONFIG or config/pipeline.yaml)")
     p.set_defaults(func=cmd_config)
 
-    for name, func, text in (("land", cmd_land, "land new Kafka records into bronze"),
-                             ("silver", cmd_silver, "decode new bronze records into silver"),
-                             ("gold", cmd_gold, "build the gold tables with dbt"),
-                             ("run", cmd_run, "land, decode and build gold once")):
+    for name, func, text in (
+        ("land", cmd_land, "land new Kafka records into bronze"),
+        ("silver", cmd_silver, "decode new bronze records into silver"),
+        ("gold", cmd_gold, "build the gold tables with dbt"),
+        ("run", cmd_run, "land, decode and build gold once"),
+    ):
         p = sub.add_parser(name, help=text)
         p.add_argument("--source", required=True)
         p.add_argument("--config")
         if name == "gold":
             p.add_argument("--test", action="store_true", help="run the dbt tests after building")
         if name == "silver":
-            p.add_argument("--rebuild", action="store_true", help="clear the source's silver rows and decode all of bronze again")
+            p.add_argument(
+                "--rebuild", action="store_true", help="clear the source's silver rows and decode all of bronze again"
+            )
         p.set_defaults(func=func)
 
     p = sub.add_parser("quarantine", help="list quarantined messages, or decode them again after a fix")
@@ -215,8 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     for noisy in ("py4j", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:

@@ -22,7 +22,9 @@ import yaml
 from spark_jobs.codecs import PROTOCOLS, validate_options
 from spark_jobs.codecs.errors import ConfigError
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "pipeline.yaml"
+# The checkout: the default config, the DAGs and the dbt project live beside the package.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = PROJECT_ROOT / "config" / "pipeline.yaml"
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -38,30 +40,31 @@ class SparkSettings:
 @dataclass(frozen=True)
 class CatalogSettings:
     """Cluster mode only: the shared catalog over object storage."""
-    type: str = "hive"                       # hive | rest
+
+    type: str = "hive"  # hive | rest
     uri: str = ""
     warehouse: str = ""
-    credentials_env: str | None = None       # env var holding the catalog token (REST), never logged
+    credentials_env: str | None = None  # env var holding the catalog token (REST), never logged
 
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    mode: str = "embedded"                   # embedded | cluster
-    local_dir: str = ".local"                # embedded: warehouse, metastore, broker logs (relative to the file)
+    mode: str = "embedded"  # embedded | cluster
+    local_dir: str = ".local"  # embedded: warehouse, metastore, broker logs (relative to the file)
     spark: SparkSettings = field(default_factory=SparkSettings)
     catalog: CatalogSettings = field(default_factory=CatalogSettings)
-    packages: list[str] = field(default_factory=list)   # cluster: jars by Maven coordinate
+    packages: list[str] = field(default_factory=list)  # cluster: jars by Maven coordinate
     dbt_target: str = "embedded"
 
 
 @dataclass(frozen=True)
 class KafkaSettings:
     bootstrap_servers: str
-    security_protocol: str = "PLAINTEXT"     # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
-    sasl_mechanism: str | None = None        # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    security_protocol: str = "PLAINTEXT"  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    sasl_mechanism: str | None = None  # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
     sasl_username_env: str | None = None
     sasl_password_env: str | None = None
-    sasl_connection: str | None = None       # an Airflow connection id holding login and password instead
+    sasl_connection: str | None = None  # an Airflow connection id holding login and password instead
     ssl_ca_location: str | None = None
     client: dict[str, str] = field(default_factory=dict)  # extra librdkafka settings (no secrets)
 
@@ -71,13 +74,13 @@ class SchemaRegistrySettings:
     url: str
     username_env: str | None = None
     password_env: str | None = None
-    connection: str | None = None            # an Airflow connection id holding login and password instead
+    connection: str | None = None  # an Airflow connection id holding login and password instead
     ca_file: str | None = None
 
 
 @dataclass(frozen=True)
 class LandingSettings:
-    start: str = "earliest"                  # earliest | latest | an epoch-milliseconds timestamp
+    start: str = "earliest"  # earliest | latest | an epoch-milliseconds timestamp
     max_records_per_run: int = 1_000_000
     max_bytes_per_run: int = 1_073_741_824
     accept_gaps: bool = False
@@ -85,7 +88,7 @@ class LandingSettings:
 
 @dataclass(frozen=True)
 class DecodingSettings:
-    max_wait_minutes: int = 60               # a row waiting for its schema (Simple) goes to quarantine after this
+    max_wait_minutes: int = 60  # a row waiting for its schema (Simple) goes to quarantine after this
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,9 @@ class PipelineConfig:
 
 
 def _expand_env(value: str) -> str:
-    return _ENV_RE.sub(lambda m: os.environ.get(m.group(1), m.group(2) if m.group(2) is not None else m.group(0)), value)
+    return _ENV_RE.sub(
+        lambda m: os.environ.get(m.group(1), m.group(2) if m.group(2) is not None else m.group(0)), value
+    )
 
 
 def _type_name(tp: Any) -> str:
@@ -134,6 +139,7 @@ def _type_name(tp: Any) -> str:
 
 def _build(tp: Any, data: Any, where: str, file: Path) -> Any:
     """Build a value of type `tp` from YAML data; the first mistake raises one ConfigError line."""
+
     def fail(what: str) -> ConfigError:
         return ConfigError(f"{file}: {where}: {what}")
 
@@ -167,8 +173,14 @@ def _build(tp: Any, data: Any, where: str, file: Path) -> Any:
         if not isinstance(data, dict):
             raise fail(f"must be a mapping, got {type(data).__name__}")
         _, value_tp = typing.get_args(tp)
-        return {str(k): (_build(value_tp, v, f"{where}.{k}", file) if value_tp is not Any else (_expand_env(v) if isinstance(v, str) else v))
-                for k, v in data.items()}
+        return {
+            str(k): (
+                _build(value_tp, v, f"{where}.{k}", file)
+                if value_tp is not Any
+                else (_expand_env(v) if isinstance(v, str) else v)
+            )
+            for k, v in data.items()
+        }
     if tp is bool:
         if not isinstance(data, bool):
             raise fail(f"must be true or false, got {data!r}")
@@ -221,11 +233,15 @@ def _check(config: PipelineConfig, file: Path) -> None:
         if s.protocol == "avro" and s.schema_registry is None:
             raise fail(f"{where}.schema_registry", "required for protocol avro")
         if s.kafka.security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-            raise fail(f"{where}.kafka.security_protocol",
-                       f"{s.kafka.security_protocol!r} is not allowed; allowed: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
+            raise fail(
+                f"{where}.kafka.security_protocol",
+                f"{s.kafka.security_protocol!r} is not allowed; allowed: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL",
+            )
         start = s.landing.start
         if start not in ("earliest", "latest") and not start.isdigit():
-            raise fail(f"{where}.landing.start", f"{start!r} is not allowed; allowed: earliest, latest, or epoch milliseconds")
+            raise fail(
+                f"{where}.landing.start", f"{start!r} is not allowed; allowed: earliest, latest, or epoch milliseconds"
+            )
         if s.landing.max_records_per_run <= 0 or s.landing.max_bytes_per_run <= 0:
             raise fail(f"{where}.landing", "max_records_per_run and max_bytes_per_run must be positive")
 
@@ -275,9 +291,12 @@ def connection_login(connection_id: str) -> tuple[str, str]:
     """(login, password) of an Airflow connection (its secrets backend, or AIRFLOW_CONN_<ID>)."""
     try:
         from airflow.sdk import BaseHook
+
         conn = BaseHook.get_connection(connection_id)
     except Exception as exc:  # Airflow raises its own not-found type; the message names the id only
-        raise ConfigError(f"Airflow connection {connection_id!r} (named in the config) is not available: {exc.__class__.__name__}") from None
+        raise ConfigError(
+            f"Airflow connection {connection_id!r} (named in the config) is not available: {exc.__class__.__name__}"
+        ) from None
     return conn.login or "", conn.password or ""
 
 

@@ -22,8 +22,11 @@ def _column(defn: exp.ColumnDef) -> dict[str, Any]:
     kind = defn.args.get("kind")
     mysql_type = kind.sql(dialect="mysql").lower() if kind is not None else "text"
     constraints = [c.kind for c in defn.args.get("constraints") or []]
-    nullable = not any(isinstance(k, (exp.NotNullColumnConstraint, exp.PrimaryKeyColumnConstraint))
-                       and not (isinstance(k, exp.NotNullColumnConstraint) and k.args.get("allow_null")) for k in constraints)
+    nullable = not any(
+        isinstance(k, (exp.NotNullColumnConstraint, exp.PrimaryKeyColumnConstraint))
+        and not (isinstance(k, exp.NotNullColumnConstraint) and k.args.get("allow_null"))
+        for k in constraints
+    )
     col: dict[str, Any] = {"name": defn.name, "type": canonical_type(mysql_type), "nullable": nullable}
     if col["type"] in ("enum", "set"):
         col["elements"] = enum_elements(mysql_type)
@@ -36,7 +39,9 @@ def _primary_key(create: exp.Create) -> list[str]:
     for e in schema.expressions if isinstance(schema, exp.Schema) else []:
         if isinstance(e, exp.PrimaryKey):
             keys = [c.name for c in e.expressions]
-        elif isinstance(e, exp.ColumnDef) and any(isinstance(c.kind, exp.PrimaryKeyColumnConstraint) for c in e.args.get("constraints") or []):
+        elif isinstance(e, exp.ColumnDef) and any(
+            isinstance(c.kind, exp.PrimaryKeyColumnConstraint) for c in e.args.get("constraints") or []
+        ):
             keys = [e.name]
     return keys
 

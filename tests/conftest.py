@@ -19,16 +19,18 @@ TEST_ROOT = REPO / ".local" / "tests"
 TEST_HOME = TEST_ROOT / f"run-{os.getpid()}"
 
 # Airflow reads its settings at import time: set them before anything imports it.
-os.environ.update({
-    "AIRFLOW_HOME": str(TEST_HOME / "airflow"),
-    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-    "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-    "AIRFLOW__API_AUTH__JWT_SECRET": "test-only-jwt-secret-" + "x" * 64,
-    "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
-    "TICDC_LAKE_HOME": str(TEST_HOME / "lake"),
-    "TICDC_LAKE_CONFIG": str(TEST_HOME / "pipeline.yaml"),
-})
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(TEST_HOME / "airflow"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__API_AUTH__JWT_SECRET": "test-only-jwt-secret-" + "x" * 64,
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
+        "TICDC_LAKE_HOME": str(TEST_HOME / "lake"),
+        "TICDC_LAKE_CONFIG": str(TEST_HOME / "pipeline.yaml"),
+    }
+)
 
 TEST_CONFIG = """
 runtime:
@@ -69,7 +71,8 @@ def pytest_sessionstart(session):
 
 @pytest.fixture(scope="session")
 def broker():
-    from spark_jobs.broker import EmbeddedBroker
+    from spark_jobs.devkit.broker import EmbeddedBroker
+
     b = EmbeddedBroker(TEST_HOME / "broker").start()
     yield b
     b.stop()
@@ -79,6 +82,7 @@ def broker():
 def pipeline_config(broker):
     """The test config file (also `TICDC_LAKE_CONFIG` for the DAGs), pointing at the test broker."""
     from spark_jobs.config import load_config
+
     path = Path(os.environ["TICDC_LAKE_CONFIG"])
     path.write_text(TEST_CONFIG.format(lake=TEST_HOME / "lake", bootstrap=broker.bootstrap))
     return load_config(path)
@@ -86,7 +90,8 @@ def pipeline_config(broker):
 
 @pytest.fixture(scope="session")
 def spark(pipeline_config):
-    from spark_jobs.spark_session import get_spark
+    from spark_jobs.runtime.spark_session import get_spark
+
     session = get_spark(pipeline_config, "ticdc-lakehouse tests")
     yield session
     session.stop()
@@ -96,6 +101,10 @@ def spark(pipeline_config):
 def airflow_db():
     """A throw-away Airflow metadata database, migrated once."""
     Path(os.environ["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True,
-                   stdout=subprocess.DEVNULL, env=os.environ.copy())
+    subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env=os.environ.copy(),
+    )
     return Path(os.environ["AIRFLOW_HOME"])

@@ -8,7 +8,9 @@ state a protocol needs across messages (Simple's schema cache, Avro's registry c
 from __future__ import annotations
 
 import importlib
-from typing import Any, Mapping, Protocol as _Protocol
+from collections.abc import Mapping
+from typing import Any
+from typing import Protocol as _Protocol
 
 from spark_jobs.codecs.errors import ConfigError, DecodeError, SchemaNotYetKnown
 from spark_jobs.codecs.events import ChangeEvent
@@ -55,7 +57,7 @@ def validate_options(protocol: str, options: Mapping[str, Any] | None) -> dict[s
 
 
 def _coerce(protocol: str, name: str, raw: Any, kind: type) -> Any:
-    if raw is None or isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
+    if raw is None or (isinstance(raw, kind) and not (kind is int and isinstance(raw, bool))):
         return raw
     if kind is bool and isinstance(raw, str) and raw.lower() in ("true", "false"):
         return raw.lower() == "true"
@@ -77,5 +79,15 @@ def make_decoder(protocol: str, options: Mapping[str, Any] | None = None) -> Dec
     return cls(validate_options(protocol, options))
 
 
-__all__ = ["PROTOCOLS", "ChangeEvent", "ConfigError", "DecodeError", "Decoder", "SchemaNotYetKnown",
-           "make_decoder", "sends_watermarks", "validate_options", "decoder_class"]
+__all__ = [
+    "PROTOCOLS",
+    "ChangeEvent",
+    "ConfigError",
+    "DecodeError",
+    "Decoder",
+    "SchemaNotYetKnown",
+    "decoder_class",
+    "make_decoder",
+    "sends_watermarks",
+    "validate_options",
+]

@@ -21,9 +21,10 @@ import datetime as dt
 import io
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 from fastavro import parse_schema, schemaless_reader
 
@@ -31,15 +32,29 @@ from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.events import ChangeEvent
 from spark_jobs.codecs.schema_registry import SchemaRegistryClient
 from spark_jobs.codecs.values import (
-    canonical_type, text_bytes, text_decimal, text_double, text_float, text_timestamp_from_zone,
-    text_unsigned, text_year,
+    canonical_type,
+    text_bytes,
+    text_decimal,
+    text_double,
+    text_float,
+    text_timestamp_from_zone,
+    text_unsigned,
+    text_year,
 )
 
 PROTOCOL = "avro"
 DECIMAL_MODES = ("precise", "string")
 BIGINT_UNSIGNED_MODES = ("long", "string")
-EXTENSION_FIELDS = frozenset({"_tidb_op", "_tidb_commit_ts", "_tidb_commit_physical_time",
-                              "_tidb_row_level_checksum", "_tidb_corrupted", "_tidb_checksum_version"})
+EXTENSION_FIELDS = frozenset(
+    {
+        "_tidb_op",
+        "_tidb_commit_ts",
+        "_tidb_commit_physical_time",
+        "_tidb_row_level_checksum",
+        "_tidb_corrupted",
+        "_tidb_checksum_version",
+    }
+)
 _OPS = {"c": "insert", "u": "update"}
 _U64 = 1 << 64
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
@@ -49,22 +64,37 @@ _UNESCAPED_COMMA = re.compile(r"(?<!\\),")
 
 # tidb_type -> Avro types TiCDC writes for it (FLOAT is `float` in practice, `double` in the docs)
 _AVRO_TYPES = {
-    "INT": ("int",), "INT UNSIGNED": ("int", "long"), "BIGINT": ("long",), "BIGINT UNSIGNED": ("long", "string"),
-    "FLOAT": ("float", "double"), "DOUBLE": ("double",), "BIT": ("bytes",), "DECIMAL": ("bytes", "string"),
-    "TEXT": ("string",), "BLOB": ("bytes",), "ENUM": ("string",), "SET": ("string",), "JSON": ("string",),
-    "DATE": ("string",), "DATETIME": ("string",), "TIMESTAMP": ("string",), "TIME": ("string",), "YEAR": ("int",),
+    "INT": ("int",),
+    "INT UNSIGNED": ("int", "long"),
+    "BIGINT": ("long",),
+    "BIGINT UNSIGNED": ("long", "string"),
+    "FLOAT": ("float", "double"),
+    "DOUBLE": ("double",),
+    "BIT": ("bytes",),
+    "DECIMAL": ("bytes", "string"),
+    "TEXT": ("string",),
+    "BLOB": ("bytes",),
+    "ENUM": ("string",),
+    "SET": ("string",),
+    "JSON": ("string",),
+    "DATE": ("string",),
+    "DATETIME": ("string",),
+    "TIMESTAMP": ("string",),
+    "TIME": ("string",),
+    "YEAR": ("int",),
 }
 
 
 def time_zone(name: str | None) -> dt.tzinfo:
     """`UTC`, an IANA zone name (`Asia/Shanghai`), or a fixed offset (`+08:00`)."""
     if not name or name.upper() in ("UTC", "Z"):
-        return dt.timezone.utc
+        return dt.UTC
     if name[0] in "+-" and re.fullmatch(r"[+-]\d{1,2}:\d{2}", name):
         hours, minutes = name[1:].split(":")
         delta = dt.timedelta(hours=int(hours), minutes=int(minutes))
         return dt.timezone(-delta if name[0] == "-" else delta)
     from zoneinfo import ZoneInfo
+
     return ZoneInfo(name)
 
 
@@ -76,6 +106,7 @@ def split_allowed(text: str) -> list[str]:
 @dataclass(slots=True)
 class WriterSchema:
     """One registered schema, compiled: where it comes from and how to turn each field into text."""
+
     schema_id: int
     parsed: dict
     full_name: str
@@ -113,9 +144,13 @@ class AvroDecoder:
             raise ConfigError(f"time-zone {options.get('time-zone')!r} is not a known zone or offset") from None
         self.require_extension = bool(options.get("enable-tidb-extension"))
         try:
-            self.registry = SchemaRegistryClient(options["schema-registry-url"], options.get("schema-registry-username"),
-                                                 options.get("schema-registry-password"),
-                                                 options.get("schema-registry-ca-file"), protocol=PROTOCOL)
+            self.registry = SchemaRegistryClient(
+                options["schema-registry-url"],
+                options.get("schema-registry-username"),
+                options.get("schema-registry-password"),
+                options.get("schema-registry-ca-file"),
+                protocol=PROTOCOL,
+            )
         except DecodeError as exc:
             raise ConfigError(str(exc)) from None
         self._schemas: dict[int, WriterSchema] = {}
@@ -143,29 +178,54 @@ class AvroDecoder:
         if schema.extension:
             op = _OPS.get(record.get("_tidb_op"))
             if op is None:
-                raise DecodeError(PROTOCOL, f"_tidb_op is {record.get('_tidb_op')!r}, expected 'c' or 'u'", "value._tidb_op")
+                raise DecodeError(
+                    PROTOCOL, f"_tidb_op is {record.get('_tidb_op')!r}, expected 'c' or 'u'", "value._tidb_op"
+                )
             commit_ts = record.get("_tidb_commit_ts")
             if not isinstance(commit_ts, int) or commit_ts <= 0:
-                raise DecodeError(PROTOCOL, f"_tidb_commit_ts is {commit_ts!r}, not a TiDB timestamp", "value._tidb_commit_ts")
+                raise DecodeError(
+                    PROTOCOL, f"_tidb_commit_ts is {commit_ts!r}, not a TiDB timestamp", "value._tidb_commit_ts"
+                )
             flags = ["old_value_missing", "types_partial"] if op == "update" else ["types_partial"]
         else:
             op, commit_ts, flags = "insert", None, ["commit_ts_inferred", "types_partial"]
-        return [ChangeEvent(kind="row", op=op, database=schema.database, table=schema.table, commit_ts=commit_ts,
-                            key_columns=key_columns, before=None, after=after,
-                            column_types=dict(schema.column_types), flags=flags)]
+        return [
+            ChangeEvent(
+                kind="row",
+                op=op,
+                database=schema.database,
+                table=schema.table,
+                commit_ts=commit_ts,
+                key_columns=key_columns,
+                before=None,
+                after=after,
+                column_types=dict(schema.column_types),
+                flags=flags,
+            )
+        ]
 
     def _delete(self, key_schema: WriterSchema, key_record: dict) -> ChangeEvent:
         before = _convert(key_schema, key_record, "key")
-        return ChangeEvent(kind="row", op="delete", database=key_schema.database, table=key_schema.table,
-                           commit_ts=None, key_columns=[name for name, _ in key_schema.fields], before=before,
-                           after=None, column_types=dict(key_schema.column_types),
-                           flags=["commit_ts_inferred", "handle_key_only", "types_partial"])
+        return ChangeEvent(
+            kind="row",
+            op="delete",
+            database=key_schema.database,
+            table=key_schema.table,
+            commit_ts=None,
+            key_columns=[name for name, _ in key_schema.fields],
+            before=before,
+            after=None,
+            column_types=dict(key_schema.column_types),
+            flags=["commit_ts_inferred", "handle_key_only", "types_partial"],
+        )
 
     def _read(self, data: bytes, part: str) -> tuple[WriterSchema, dict]:
         if len(data) < 5:
             raise DecodeError(PROTOCOL, f"{part} is {len(data)} bytes, shorter than the 5-byte Confluent header", part)
         if data[0] != 0:
-            raise DecodeError(PROTOCOL, f"{part} starts with magic byte 0x{data[0]:02x}, expected 0x00", f"{part} byte 0")
+            raise DecodeError(
+                PROTOCOL, f"{part} starts with magic byte 0x{data[0]:02x}, expected 0x00", f"{part} byte 0"
+            )
         schema_id = int.from_bytes(data[1:5], "big")
         schema = self._schemas.get(schema_id)
         if schema is None:
@@ -175,11 +235,17 @@ class AvroDecoder:
         try:
             record = schemaless_reader(stream, schema.parsed, None)
         except Exception as exc:
-            raise DecodeError(PROTOCOL, f"{part} is not valid Avro for schema id {schema_id}: "
-                              f"{type(exc).__name__}: {str(exc)[:200]}", part) from None
+            raise DecodeError(
+                PROTOCOL,
+                f"{part} is not valid Avro for schema id {schema_id}: {type(exc).__name__}: {str(exc)[:200]}",
+                part,
+            ) from None
         if stream.tell() != len(data):
-            raise DecodeError(PROTOCOL, f"{part} has {len(data) - stream.tell()} bytes after the Avro record "
-                              f"of schema id {schema_id}", part)
+            raise DecodeError(
+                PROTOCOL,
+                f"{part} has {len(data) - stream.tell()} bytes after the Avro record of schema id {schema_id}",
+                part,
+            )
         return schema, record
 
     def _load(self, schema_id: int, part: str) -> WriterSchema:
@@ -191,8 +257,11 @@ class AvroDecoder:
             raise DecodeError(PROTOCOL, f"schema id {schema_id} is not JSON", where) from None
         schema = _compile(schema_id, doc, self.zone, where)
         if part == "value" and self.require_extension and not schema.extension:
-            raise DecodeError(PROTOCOL, f"enable-tidb-extension is set but value schema id {schema_id} has no "
-                              f"_tidb_op/_tidb_commit_ts", where)
+            raise DecodeError(
+                PROTOCOL,
+                f"enable-tidb-extension is set but value schema id {schema_id} has no _tidb_op/_tidb_commit_ts",
+                where,
+            )
         return schema
 
 
@@ -204,13 +273,15 @@ def _convert(schema: WriterSchema, record: dict, part: str) -> dict[str, str | N
             value = record[name]
             row[name] = value if value is None or convert is None else convert(value)
     except (ValueError, TypeError, ArithmeticError, KeyError) as exc:
-        raise DecodeError(PROTOCOL, f"column {name} of {schema.full_name}: {type(exc).__name__}: {str(exc)[:200]}",
-                          f"{part}.{name}") from None
+        raise DecodeError(
+            PROTOCOL, f"column {name} of {schema.full_name}: {type(exc).__name__}: {str(exc)[:200]}", f"{part}.{name}"
+        ) from None
     return row
 
 
 def _compile(schema_id: int, doc: Any, zone: dt.tzinfo, where: str) -> WriterSchema:
     """Check a TiCDC writer schema and build its field converters."""
+
     def bad(reason: str) -> DecodeError:
         return DecodeError(PROTOCOL, f"schema id {schema_id}: {reason}", where)
 
@@ -257,8 +328,9 @@ def _compile(schema_id: int, doc: Any, zone: dt.tzinfo, where: str) -> WriterSch
         parsed = parse_schema(doc)
     except Exception as exc:
         raise bad(f"fastavro rejects it: {type(exc).__name__}: {str(exc)[:200]}") from None
-    return WriterSchema(schema_id, parsed, f"{namespace}.{name}", database, name, tuple(fields),
-                        column_types, columns, extension)
+    return WriterSchema(
+        schema_id, parsed, f"{namespace}.{name}", database, name, tuple(fields), column_types, columns, extension
+    )
 
 
 def _converter(tidb_type: str, field_type: dict, zone: dt.tzinfo):
@@ -297,7 +369,7 @@ def _converter(tidb_type: str, field_type: dict, zone: dt.tzinfo):
     if tidb_type == "DATETIME":
         return _datetime, "datetime", None
     if tidb_type == "TIMESTAMP":
-        if zone is dt.timezone.utc:
+        if zone is dt.UTC:
             return _datetime, "timestamp", None
         return (lambda text: _timestamp(text, zone)), "timestamp", None
     if tidb_type == "TIME":
@@ -325,10 +397,12 @@ def _year(value: int) -> str:
 
 def _finite(text: Callable[[float], str]) -> Callable[[float], str]:
     """MySQL stores no NaN or infinity: such a value is a corrupt message."""
+
     def convert(value: float) -> str:
         if value - value != 0:
             raise ValueError(f"{value} is not a finite number")
         return text(value)
+
     return convert
 
 
@@ -352,6 +426,7 @@ def _decimal_bytes(precision: int, scale: int) -> Callable[[Decimal], str]:
         if value.copy_abs() >= limit:  # abs() would round to the 28-digit context
             raise ValueError(f"{value} does not fit DECIMAL({precision},{scale})")
         return text_decimal(value, scale)
+
     return convert
 
 
@@ -377,6 +452,7 @@ def _enum_check(elements: list[str] | None, allowed: str | None = None) -> Calla
         if not _in_allowed(label, labels, allowed):
             raise ValueError(f"{label[:40]!r} is not one of the ENUM labels")
         return label
+
     return check
 
 
@@ -387,10 +463,14 @@ def _set_check(elements: list[str] | None, allowed: str | None = None) -> Callab
     allowed = allowed or ""
 
     def check(value: str) -> str:
-        if value and not labels.issuperset(value.split(",")) \
-                and not all(_in_allowed(label, labels, allowed) for label in value.split(",")):
+        if (
+            value
+            and not labels.issuperset(value.split(","))
+            and not all(_in_allowed(label, labels, allowed) for label in value.split(","))
+        ):
             raise ValueError(f"{value[:40]!r} is not a subset of the SET labels")
         return value
+
     return check
 
 

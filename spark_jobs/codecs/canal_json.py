@@ -1,7 +1,7 @@
 """Canal-JSON (TiCDC `protocol=canal-json`): one JSON object per Kafka value, key empty.
 
 What the messages carry and what they lose is documented once, in the docstring of
-`spark_jobs.simulator.canal_json.expected`. This module turns a message into canonical change
+`spark_jobs.devkit.simulator.canal_json.expected`. This module turns a message into canonical change
 events; per-column converters are built once per distinct `mysqlType` map and cached, so the
 per-value work is one dict lookup and, for non-text columns, one small function call.
 """
@@ -19,9 +19,22 @@ from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.events import ChangeEvent
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
 from spark_jobs.codecs.values import (
-    CHAR_TYPES, INTEGER_TYPES, canonical_type, decimal_scale, enum_elements, int_bits,
-    parse_type, text_bytes, text_decimal, text_double, text_enum, text_float, text_set,
-    text_timestamp_from_zone, text_unsigned, text_year,
+    CHAR_TYPES,
+    INTEGER_TYPES,
+    canonical_type,
+    decimal_scale,
+    enum_elements,
+    int_bits,
+    parse_type,
+    text_bytes,
+    text_decimal,
+    text_double,
+    text_enum,
+    text_float,
+    text_set,
+    text_timestamp_from_zone,
+    text_unsigned,
+    text_year,
 )
 
 PROTOCOL = "canal-json"
@@ -33,6 +46,7 @@ _TYPE_CACHE_LIMIT = 4096
 
 
 # ---- per-value converters (str -> canonical str); each raises ValueError on a bad value ----------
+
 
 def _signed(v: str) -> str:
     if v.isdigit() and v.isascii():
@@ -47,6 +61,7 @@ def _unsigned_of(bits: int):
         if v.isdigit() and v.isascii():
             return v if v[0] != "0" or len(v) == 1 else str(int(v))
         return text_unsigned(_signed(v), bits)
+
     convert.integer = True
     convert.kind = "integer"
     return convert
@@ -69,14 +84,20 @@ def _decimal_of(scale: int | None):
     def convert(v: str) -> str:
         digits = v[1:] if v[:1] == "-" else v
         whole, dot, fraction = digits.partition(".")
-        if (whole.isdigit() and digits.isascii() and (whole[0] != "0" or len(whole) == 1)
-                and (fraction.isdigit() if dot else scale in (None, 0)) and (scale is None or len(fraction) == scale)
-                and not (digits is not v and digits.strip("0.") == "")):
+        if (
+            whole.isdigit()
+            and digits.isascii()
+            and (whole[0] != "0" or len(whole) == 1)
+            and (fraction.isdigit() if dot else scale in (None, 0))
+            and (scale is None or len(fraction) == scale)
+            and not (digits is not v and digits.strip("0.") == "")
+        ):
             return v
         d = Decimal(v)
         if not d.is_finite():
             raise ValueError(f"not a decimal: {v!r}")
         return text_decimal(d, scale)
+
     convert.kind, convert.scale = "decimal", scale
     return convert
 
@@ -122,6 +143,7 @@ def _timestamp_in(zone: dt.tzinfo | None):
         if utc is None:
             return text_timestamp_from_zone(v, zone)
         return utc + v[16:]
+
     return convert
 
 
@@ -134,6 +156,7 @@ def _enum_of(elements: list[str] | None):
         if index > len(elements):
             raise ValueError(f"ENUM index {index} beyond {len(elements)} elements")
         return text_enum(index, elements)[0]
+
     convert.kind = "memo"
     return convert
 
@@ -147,6 +170,7 @@ def _set_of(elements: list[str] | None):
         if mask >> len(elements):
             raise ValueError(f"SET bitmask {mask} beyond {len(elements)} elements")
         return text_set(mask, elements)[0]
+
     convert.kind = "memo"
     return convert
 
@@ -158,10 +182,10 @@ def _binary(v: str) -> str:
 class _ColumnTypes:
     """Converters, canonical types and flags for one `mysqlType` map (cached per distinct map)."""
 
-    __slots__ = ("converters", "integers", "converting", "column_types", "flags", "mysql_types", "one", "pair")
+    __slots__ = ("column_types", "converters", "converting", "flags", "integers", "mysql_types", "one", "pair")
 
     def __init__(self, mysql_types: dict, zone: dt.tzinfo | None):
-        self.converters: dict[str, object] = {}   # None: the text passes as sent
+        self.converters: dict[str, object] = {}  # None: the text passes as sent
         self.column_types: dict[str, str] = {}
         flags = set()
         for name, definition in mysql_types.items():
@@ -178,10 +202,12 @@ class _ColumnTypes:
                 flags.add("enum_index")
         self.flags = tuple(sorted(flags))
         # integer columns whose plain digits are already canonical: checked inline, converted only if not
-        self.integers = [(n, c) for n, c in self.converters.items() if c is _signed or c is _unsigned_64
-                         or getattr(c, "integer", False)]
-        self.converting = [(n, c) for n, c in self.converters.items()
-                           if c is not None and (n, c) not in self.integers]
+        self.integers = [
+            (n, c)
+            for n, c in self.converters.items()
+            if c is _signed or c is _unsigned_64 or getattr(c, "integer", False)
+        ]
+        self.converting = [(n, c) for n, c in self.converters.items() if c is not None and (n, c) not in self.integers]
         self.mysql_types = dict(mysql_types)
         self.one = self.pair = None  # generated on the first row (compile_rows)
 
@@ -267,40 +293,47 @@ def _row_source(names: list[str], kinds: list[str], text_names: list[str]) -> st
     every = names + text_names
 
     def fetch(row: str, var: str) -> list[str]:
-        return [f"    if type({row}) is not dict or len({row}) != {count}:",
-                "        return False",
-                "    try:",
-                "        pass",
-                *[f"        {var}{i} = {row}[{name!r}]" for i, name in enumerate(every)],
-                "    except KeyError:",
-                "        return False"]
+        return [
+            f"    if type({row}) is not dict or len({row}) != {count}:",
+            "        return False",
+            "    try:",
+            "        pass",
+            *[f"        {var}{i} = {row}[{name!r}]" for i, name in enumerate(every)],
+            "    except KeyError:",
+            "        return False",
+        ]
 
     def convert(var: str, out: str, same_as: str | None) -> list[str]:
         lines = ["    try:", "        pass"]
         for i in range(len(names), count):
-            lines += [f"        if {var}{i} is not None and type({var}{i}) is not str:",
-                      "            return False"]
+            lines += [f"        if {var}{i} is not None and type({var}{i}) is not str:", "            return False"]
         for i, kind in enumerate(kinds):
             v, x = f"{var}{i}", f"{out}{i}"
             how, condition = _column_code(kind, i, v)
             if how == "keep":
-                body = [f"if not ({condition}):",
-                        f"    if type({v}) is not str:",
-                        "        return False",
-                        f"    {x} = c{i}({v})"]
+                body = [
+                    f"if not ({condition}):",
+                    f"    if type({v}) is not str:",
+                    "        return False",
+                    f"    {x} = c{i}({v})",
+                ]
             else:
-                body = [f"{x} = memo{i}.get({v})",
-                        f"if {x} is None:",
-                        f"    if type({v}) is not str:",
-                        "        return False",
-                        f"    {x} = c{i}({v})",
-                        f"    if len(memo{i}) < {_MEMO_LIMIT}:",
-                        f"        memo{i}[{v}] = {x}"]
+                body = [
+                    f"{x} = memo{i}.get({v})",
+                    f"if {x} is None:",
+                    f"    if type({v}) is not str:",
+                    "        return False",
+                    f"    {x} = c{i}({v})",
+                    f"    if len(memo{i}) < {_MEMO_LIMIT}:",
+                    f"        memo{i}[{v}] = {x}",
+                ]
             lines.append(f"        {x} = {v}")
             if same_as is not None:
-                lines += [f"        if type({v}) is str and {v} == {same_as}{i}:",
-                          f"            {x} = x{i}",
-                          f"        elif {v} is not None:"]
+                lines += [
+                    f"        if type({v}) is str and {v} == {same_as}{i}:",
+                    f"            {x} = x{i}",
+                    f"        elif {v} is not None:",
+                ]
                 lines += ["            " + line for line in body]
             else:
                 lines.append(f"        if {v} is not None:")
@@ -309,20 +342,30 @@ def _row_source(names: list[str], kinds: list[str], text_names: list[str]) -> st
         return lines
 
     def write(row: str, var: str, out: str) -> list[str]:
-        return [line for i, name in enumerate(names)
-                for line in (f"    if {out}{i} is not {var}{i}:", f"        {row}[{name!r}] = {out}{i}")]
+        return [
+            line
+            for i, name in enumerate(names)
+            for line in (f"    if {out}{i} is not {var}{i}:", f"        {row}[{name!r}] = {out}{i}")
+        ]
 
-    lines = [f"def make({', '.join(params)}):",
-             "  BAD = _BAD_INPUT",
-             "  def one(row):",
-             *fetch("row", "v"), *convert("v", "x", None), *write("row", "v", "x"),
-             "    return True",
-             "  def pair(data, old):",
-             *fetch("data", "v"), *convert("v", "x", None),
-             *fetch("old", "w"), *convert("w", "y", "v"),
-             *write("data", "v", "x"), *write("old", "w", "y"),
-             "    return True",
-             "  return one, pair"]
+    lines = [
+        f"def make({', '.join(params)}):",
+        "  BAD = _BAD_INPUT",
+        "  def one(row):",
+        *fetch("row", "v"),
+        *convert("v", "x", None),
+        *write("row", "v", "x"),
+        "    return True",
+        "  def pair(data, old):",
+        *fetch("data", "v"),
+        *convert("v", "x", None),
+        *fetch("old", "w"),
+        *convert("w", "y", "v"),
+        *write("data", "v", "x"),
+        *write("old", "w", "y"),
+        "    return True",
+        "  return one, pair",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -344,8 +387,15 @@ def _converter(definition: str, zone: dt.tzinfo | None):
     if base in ("enum", "set"):
         elements = enum_elements(definition) if args is not None else None
         return (_enum_of if base == "enum" else _set_of)(elements), False, elements is None
-    simple = {"float": text_float, "double": text_double, "bit": _bit, "year": _year, "date": _date,
-              "datetime": _datetime, "time": _time}
+    simple = {
+        "float": text_float,
+        "double": text_double,
+        "bit": _bit,
+        "year": _year,
+        "date": _date,
+        "datetime": _datetime,
+        "time": _time,
+    }
     if base in simple:
         return simple[base], False, False
     if base == "timestamp":
@@ -353,28 +403,44 @@ def _converter(definition: str, zone: dt.tzinfo | None):
     raise ValueError(f"unknown MySQL type {definition!r}")
 
 
-_KINDS = {_signed: "integer", _bit: "bit", _year: "year", _date: "date", _datetime: "datetime", _time: "time",
-          text_double: "double"}
+_KINDS = {
+    _signed: "integer",
+    _bit: "bit",
+    _year: "year",
+    _date: "date",
+    _datetime: "datetime",
+    _time: "time",
+    text_double: "double",
+}
 
 
 # ---- DDL classification -------------------------------------------------------------------------
 
 _IDENT = r"(?:`(?:[^`]|``)*`|[^\s`.(]+)"
 _TABLE_NAME = rf"{_IDENT}(?:\s*\.\s*{_IDENT})?"
-_DDL_PATTERNS = [(re.compile(p, re.I | re.S), kind) for p, kind in (
-    (r"create\s+(?:database|schema)\b", "create_database"),
-    (r"drop\s+(?:database|schema)\b", "drop_database"),
-    (r"create\s+(?:temporary\s+)?table\b", "create_table"),
-    (r"drop\s+(?:temporary\s+)?tables?\b", "drop_table"),
-    (r"rename\s+tables?\b", "rename_table"),
-    (r"truncate\b", "truncate_table"),
-    (r"create\s+(?:unique\s+|fulltext\s+|spatial\s+)?index\b", "create_index"),
-    (r"drop\s+index\b", "drop_index"),
-)]
+_DDL_PATTERNS = [
+    (re.compile(p, re.I | re.S), kind)
+    for p, kind in (
+        (r"create\s+(?:database|schema)\b", "create_database"),
+        (r"drop\s+(?:database|schema)\b", "drop_database"),
+        (r"create\s+(?:temporary\s+)?table\b", "create_table"),
+        (r"drop\s+(?:temporary\s+)?tables?\b", "drop_table"),
+        (r"rename\s+tables?\b", "rename_table"),
+        (r"truncate\b", "truncate_table"),
+        (r"create\s+(?:unique\s+|fulltext\s+|spatial\s+)?index\b", "create_index"),
+        (r"drop\s+index\b", "drop_index"),
+    )
+]
 _ALTER = re.compile(rf"alter\s+(?:online\s+|offline\s+)?(?:ignore\s+)?table\s+{_TABLE_NAME}\s*(.*)$", re.I | re.S)
 _INDEX_WORDS = ("index", "key", "unique", "primary", "fulltext", "spatial", "constraint", "foreign", "check")
-_CANAL_DDL_TYPES = {"CREATE": "create_table", "ERASE": "drop_table", "RENAME": "rename_table",
-                    "TRUNCATE": "truncate_table", "CINDEX": "create_index", "DINDEX": "drop_index"}
+_CANAL_DDL_TYPES = {
+    "CREATE": "create_table",
+    "ERASE": "drop_table",
+    "RENAME": "rename_table",
+    "TRUNCATE": "truncate_table",
+    "CINDEX": "create_index",
+    "DINDEX": "drop_index",
+}
 _COMMENT = re.compile(r"/\*.*?\*/|^\s*(?:--|#)[^\n]*\n", re.S)
 
 
@@ -428,6 +494,7 @@ def _alter_clause(clauses: str) -> str | None:
 
 # ---- the decoder ---------------------------------------------------------------------------------
 
+
 def _zone(name: str) -> dt.tzinfo | None:
     if not name or name.upper() in ("UTC", "Z", "+00:00", "ETC/UTC"):
         return None
@@ -457,8 +524,10 @@ class CanalJsonDecoder:
     def __init__(self, options: dict):
         self._compression = options.get("large-message-handle-compression") or "none"
         if self._compression not in COMPRESSIONS:
-            raise ConfigError(f"option 'large-message-handle-compression' for protocol {PROTOCOL} must be one of "
-                              f"{', '.join(COMPRESSIONS)}, got {self._compression!r}")
+            raise ConfigError(
+                f"option 'large-message-handle-compression' for protocol {PROTOCOL} must be one of "
+                f"{', '.join(COMPRESSIONS)}, got {self._compression!r}"
+            )
         self._old_is_partial = bool(options.get("only-output-updated-columns") or options.get("content-compatible"))
         self._claim_check_raw = bool(options.get("claim-check-raw-value"))
         self._zone = _zone(options.get("time-zone") or "UTC")
@@ -511,8 +580,9 @@ class CanalJsonDecoder:
         elif kind == WATERMARK_TYPE:
             ts = tidb.get("watermarkTs", 0) if tidb is not None else None
             if type(ts) is not int or ts < 0:
-                raise DecodeError(PROTOCOL, f"watermarkTs must be a non-negative integer, got {_shown(ts)}",
-                                  "_tidb.watermarkTs")
+                raise DecodeError(
+                    PROTOCOL, f"watermarkTs must be a non-negative integer, got {_shown(ts)}", "_tidb.watermarkTs"
+                )
             out.append(ChangeEvent(kind="watermark", commit_ts=ts))
         else:
             op = _ROW_OPS.get(kind)
@@ -527,8 +597,9 @@ class CanalJsonDecoder:
         try:
             doc = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
-            raise DecodeError(PROTOCOL, f"claim-check file {location} holds no JSON message: {exc}",
-                              "_tidb.claimCheckLocation") from None
+            raise DecodeError(
+                PROTOCOL, f"claim-check file {location} holds no JSON message: {exc}", "_tidb.claimCheckLocation"
+            ) from None
         self._decode_document(doc, out, claim_checked=True)
 
     def _commit_ts(self, doc: dict, tidb: dict | None) -> tuple[int, bool]:
@@ -536,7 +607,9 @@ class CanalJsonDecoder:
         if tidb is not None and "commitTs" in tidb:
             ts = tidb["commitTs"]
             if type(ts) is not int or ts < 0:
-                raise DecodeError(PROTOCOL, f"commitTs must be a non-negative integer, got {_shown(ts)}", "_tidb.commitTs")
+                raise DecodeError(
+                    PROTOCOL, f"commitTs must be a non-negative integer, got {_shown(ts)}", "_tidb.commitTs"
+                )
             return ts, False
         es = doc.get("es")
         if type(es) is not int or es < 0:
@@ -557,9 +630,15 @@ class CanalJsonDecoder:
         if type(sql) is not str or not sql.strip():
             raise DecodeError(PROTOCOL, f"a DDL needs its statement in sql, got {_shown(sql)}", "sql")
         commit_ts, inferred = self._commit_ts(doc, tidb)
-        return ChangeEvent(kind="ddl", database=database, table=table, commit_ts=commit_ts,
-                           ddl_type=classify_ddl(kind, sql), ddl_sql=sql,
-                           flags=["commit_ts_inferred"] if inferred else [])
+        return ChangeEvent(
+            kind="ddl",
+            database=database,
+            table=table,
+            commit_ts=commit_ts,
+            ddl_type=classify_ddl(kind, sql),
+            ddl_sql=sql,
+            flags=["commit_ts_inferred"] if inferred else [],
+        )
 
     def _column_types(self, database, table, mysql_types) -> _ColumnTypes:
         """Converters for this mysqlType map: the table's last map if equal, else by the map's items."""
@@ -605,14 +684,15 @@ class CanalJsonDecoder:
         key_columns = doc.get("pkNames")
         if key_columns is None:
             key_columns = []
-        elif type(key_columns) is not list or not (len(key_columns) == 1 and type(key_columns[0]) is str
-                                                   or set(map(type, key_columns)) <= _TEXT):
+        elif type(key_columns) is not list or not (
+            (len(key_columns) == 1 and type(key_columns[0]) is str) or set(map(type, key_columns)) <= _TEXT
+        ):
             raise DecodeError(PROTOCOL, f"pkNames must be a list of names, got {_shown(key_columns)}", "pkNames")
         data = doc.get("data")
         if type(data) is not list or not data:
             raise DecodeError(PROTOCOL, f"data must be a non-empty list of rows, got {_shown(data)}", "data")
         flags = types.flags
-        if inferred or claim_checked or tidb is not None and tidb.get("onlyHandleKey") is True:
+        if inferred or claim_checked or (tidb is not None and tidb.get("onlyHandleKey") is True):
             extra = ["commit_ts_inferred"] if inferred else []
             if tidb is not None and tidb.get("onlyHandleKey") is True:
                 extra.append("handle_key_only")
@@ -642,17 +722,47 @@ class CanalJsonDecoder:
                     if self._old_is_partial or before.keys() != row.keys():
                         row_flags = flags + ("old_value_partial",)
                         before = {**row, **before}
-                out.append(ChangeEvent("row", database, table, commit_ts, op,
-                                       key_columns if index == 0 else list(key_columns), before, row, column_types,
-                                       None, None, None, None, list(row_flags)))
+                out.append(
+                    ChangeEvent(
+                        "row",
+                        database,
+                        table,
+                        commit_ts,
+                        op,
+                        key_columns if index == 0 else list(key_columns),
+                        before,
+                        row,
+                        column_types,
+                        None,
+                        None,
+                        None,
+                        None,
+                        list(row_flags),
+                    )
+                )
             return
         insert = op == "insert"
         for index, row in enumerate(data):
             if not one(row):
                 _convert_row(row, types, "data", index)
-            out.append(ChangeEvent("row", database, table, commit_ts, op,
-                                   key_columns if index == 0 else list(key_columns), None if insert else row,
-                                   row if insert else None, column_types, None, None, None, None, list(flags)))
+            out.append(
+                ChangeEvent(
+                    "row",
+                    database,
+                    table,
+                    commit_ts,
+                    op,
+                    key_columns if index == 0 else list(key_columns),
+                    None if insert else row,
+                    row if insert else None,
+                    column_types,
+                    None,
+                    None,
+                    None,
+                    None,
+                    list(flags),
+                )
+            )
 
 
 _MISSING = object()
@@ -669,8 +779,11 @@ def _convert_row(raw, types: _ColumnTypes, image: str, index: int) -> dict:
         raise DecodeError(PROTOCOL, f"column {name!r} has no mysqlType", f"{image}[{index}].{name}")
     if not set(map(type, raw.values())) <= _TEXT_OR_NULL:
         name = next(n for n, v in raw.items() if type(v) not in _TEXT_OR_NULL)
-        raise DecodeError(PROTOCOL, f"value of column {name!r} must be a string or null, got {_shown(raw[name])}",
-                          f"{image}[{index}].{name}")
+        raise DecodeError(
+            PROTOCOL,
+            f"value of column {name!r} must be a string or null, got {_shown(raw[name])}",
+            f"{image}[{index}].{name}",
+        )
     name = None
     try:
         for name, convert in types.integers:

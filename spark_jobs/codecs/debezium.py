@@ -2,7 +2,7 @@
 
 The messages describe themselves (`schema` present or not, `tidb_type` present or not, `before`
 present or not), so the options only record how the changefeed was made. What the format loses,
-and which flag marks each loss, is listed once in `spark_jobs.simulator.debezium.expected`.
+and which flag marks each loss, is listed once in `spark_jobs.devkit.simulator.debezium.expected`.
 
 Speed: TiCDC writes `{"payload":{…},"schema":{…}}` with the schema last and the same schema bytes
 for every row of a table version. The decoder parses only the payload and keys its compiled
@@ -20,9 +20,25 @@ import orjson
 
 from spark_jobs.codecs.errors import DecodeError
 from spark_jobs.codecs.events import ChangeEvent, table_schema
-from spark_jobs.codecs.values import (BINARY_TYPES, CHAR_TYPES, INTEGER_TYPES, canonical_type, int_bits, parse_type,
-                                      text_bytes, text_date, text_datetime, text_decimal, text_double, text_float,
-                                      text_int, text_time, text_timestamp_from_zone, text_unsigned, text_year)
+from spark_jobs.codecs.values import (
+    BINARY_TYPES,
+    CHAR_TYPES,
+    INTEGER_TYPES,
+    canonical_type,
+    int_bits,
+    parse_type,
+    text_bytes,
+    text_date,
+    text_datetime,
+    text_decimal,
+    text_double,
+    text_float,
+    text_int,
+    text_time,
+    text_timestamp_from_zone,
+    text_unsigned,
+    text_year,
+)
 
 PROTOCOL = "debezium"
 
@@ -40,6 +56,7 @@ _SCHEMA_CACHE_LIMIT = 4096
 
 # ---- value converters: Debezium JSON value -> canonical text (never called with None) ----------
 
+
 def _int(v) -> str:
     if v.__class__ is not int:
         raise TypeError(f"expected an integer, got {v!r}")
@@ -51,6 +68,7 @@ def _unsigned_of(bits: int):
         if v.__class__ is not int:
             raise TypeError(f"expected an integer, got {v!r}")
         return text_unsigned(v, bits)
+
     return convert
 
 
@@ -70,9 +88,11 @@ def _float(v) -> str:
 
 def _decimal_of(scale: int | None):
     """DECIMAL sent as a double: the double's shortest digits, at the column scale when known."""
+
     def convert(v) -> str:
         digits = Decimal(repr(float(_number(v))))
         return text_decimal(digits if scale is not None else digits.normalize(), scale)
+
     return convert
 
 
@@ -84,10 +104,12 @@ def _date(v) -> str:
 
 def _datetime_of(unit_us: int, fsp: int):
     """io.debezium.time.Timestamp (ms) / MicroTimestamp (µs) since the epoch, naive UTC."""
+
     def convert(v) -> str:
         if v.__class__ is not int:
             raise TypeError(f"expected an epoch integer, got {v!r}")
         return text_datetime(_EPOCH + _ONE_US * (v * unit_us), fsp)
+
     return convert
 
 
@@ -96,14 +118,19 @@ def _time_of(fsp: int):
         if v.__class__ is not int:
             raise TypeError(f"expected microseconds, got {v!r}")
         return text_time(v, fsp)
+
     return convert
 
 
 def _zoned(v) -> str:
     """io.debezium.time.ZonedTimestamp `YYYY-MM-DDTHH:MM:SS[.f]Z` (UTC) -> `YYYY-MM-DDTHH:MM:SS[.f]`, checked."""
-    if (v.__class__ is not str or v[-1:] != "Z" or v[10:11] != "T"
-            or not (len(v) == 20 or v[19] == "." and 21 <= len(v) <= 27)
-            or _fromisoformat(v[:-1]).tzinfo is not None):
+    if (
+        v.__class__ is not str
+        or v[-1:] != "Z"
+        or v[10:11] != "T"
+        or not (len(v) == 20 or (v[19] == "." and 21 <= len(v) <= 27))
+        or _fromisoformat(v[:-1]).tzinfo is not None
+    ):
         raise ValueError(f"expected YYYY-MM-DDTHH:MM:SS[.f]Z, got {v!r}")
     return v[:-1]
 
@@ -111,12 +138,15 @@ def _zoned(v) -> str:
 def _timestamp_of(fsp: int | None):
     """TiCDC writes exactly fsp fractional digits, so the text needs no fsp to be canonical."""
     if fsp is None:
+
         def convert(v) -> str:
             text = _zoned(v)
             return text[:10] + " " + text[11:]
     else:
+
         def convert(v) -> str:
             return text_timestamp_from_zone(_zoned(v), None, fsp)
+
     return convert
 
 
@@ -172,10 +202,11 @@ _TIME_NAMES = {"io.debezium.time.Timestamp": 1000, "io.debezium.time.MicroTimest
 
 # ---- per-schema compilation ----------------------------------------------------------------------
 
+
 class _RowSchema:
     """Converters, canonical types and flags of one table version, built once from its schema."""
 
-    __slots__ = ("converters", "fast", "column_types", "flags")
+    __slots__ = ("column_types", "converters", "fast", "flags")
 
     def __init__(self, fields: list, where: str):
         self.converters: dict = {}
@@ -217,7 +248,11 @@ def _compile_tidb_type(tidb_type: str, field: dict):
         return (_unsigned_of(int_bits(base)) if unsigned else _int), canonical, ()
     if base == "decimal":
         scale = _decimal_scale(args)
-        return _decimal_of(scale), canonical, ("lossy_decimal",) if scale is not None else ("lossy_decimal", "types_partial")
+        return (
+            _decimal_of(scale),
+            canonical,
+            ("lossy_decimal",) if scale is not None else ("lossy_decimal", "types_partial"),
+        )
     if base == "float":
         return _float, canonical, ()
     if base == "double":
@@ -306,6 +341,7 @@ def _compile_debezium_type(field: dict):
 
 # ---- document framing ----------------------------------------------------------------------------
 
+
 def _split(data, where: str):
     """(payload dict, schema bytes or None, schema object or None) of a key or value.
 
@@ -325,7 +361,7 @@ def _split(data, where: str):
             except _JSONError:
                 payload = None
             if payload.__class__ is dict:
-                return payload, data[pos + 10:-1], None
+                return payload, data[pos + 10 : -1], None
     try:
         doc = _loads(data)
     except _JSONError as exc:
@@ -347,8 +383,9 @@ def _source_fields(payload: dict) -> tuple[int, str, str]:
         raise DecodeError(PROTOCOL, "payload.source is missing or not an object", "payload.source")
     commit_ts = source.get("commit_ts")
     if commit_ts.__class__ is not int or commit_ts < 0:
-        raise DecodeError(PROTOCOL, f"commit_ts must be a non-negative integer, got {commit_ts!r}",
-                          "payload.source.commit_ts")
+        raise DecodeError(
+            PROTOCOL, f"commit_ts must be a non-negative integer, got {commit_ts!r}", "payload.source.commit_ts"
+        )
     db, table = source.get("db"), source.get("table")
     if db.__class__ is not str:
         raise DecodeError(PROTOCOL, f"source.db must be a string, got {db!r}", "payload.source.db")
@@ -416,9 +453,18 @@ class DebeziumDecoder:
                 for k, v in payload["before"].items():
                     if v is not None and k not in column_types:
                         column_types[k] = _UNTYPED_TYPES[v.__class__]
-        return ChangeEvent(kind="row", op=op, database=db, table=table or None, commit_ts=commit_ts,
-                           key_columns=self._key_columns(key), before=before, after=after,
-                           column_types=column_types, flags=flags)
+        return ChangeEvent(
+            kind="row",
+            op=op,
+            database=db,
+            table=table or None,
+            commit_ts=commit_ts,
+            key_columns=self._key_columns(key),
+            before=before,
+            after=after,
+            column_types=column_types,
+            flags=flags,
+        )
 
     def _image(self, payload: dict, name: str, compiled: _RowSchema | None) -> dict:
         row = payload.get(name)
@@ -426,12 +472,16 @@ class DebeziumDecoder:
             raise DecodeError(PROTOCOL, f"{name} must be an object, got {row!r}", f"payload.{name}")
         try:
             if compiled is None:
-                return {k: v if v is None or (kind := v.__class__) is str else _UNTYPED_TEXT[kind](v)
-                        for k, v in row.items()}
+                return {
+                    k: v if v is None or (kind := v.__class__) is str else _UNTYPED_TEXT[kind](v)
+                    for k, v in row.items()
+                }
             converters = compiled.fast
             # a text column's converter is None: its string passes through (anything else fails the call)
-            return {k: v if v is None or (c := converters[k]) is None and v.__class__ is str else c(v)
-                    for k, v in row.items()}
+            return {
+                k: v if v is None or ((c := converters[k]) is None and v.__class__ is str) else c(v)
+                for k, v in row.items()
+            }
         except _BAD:
             pass
         for column, v in row.items():
@@ -491,7 +541,9 @@ class DebeziumDecoder:
         commit_ts, db, table = _source_fields(payload)
         sql = payload.get("ddl")
         if sql.__class__ is not str:
-            raise DecodeError(PROTOCOL, f"a value without op must be a DDL with a ddl string, got {sql!r}", "payload.ddl")
+            raise DecodeError(
+                PROTOCOL, f"a value without op must be a DDL with a ddl string, got {sql!r}", "payload.ddl"
+            )
         database = payload.get("databaseName")
         if database is None or database == "":
             database = db
@@ -510,8 +562,15 @@ class DebeziumDecoder:
             change_type = change_type or change.get("type")
             if schema is None and change.get("table") is not None:
                 schema = _table_schema(database, table or None, change["table"], where + ".table")
-        return ChangeEvent(kind="ddl", database=database, table=table or None, commit_ts=commit_ts,
-                           ddl_type=classify_ddl(sql, change_type, bool(table)), ddl_sql=sql, table_schema=schema)
+        return ChangeEvent(
+            kind="ddl",
+            database=database,
+            table=table or None,
+            commit_ts=commit_ts,
+            ddl_type=classify_ddl(sql, change_type, bool(table)),
+            ddl_sql=sql,
+            table_schema=schema,
+        )
 
 
 def _image_fields(schema: dict) -> list:
@@ -544,7 +603,9 @@ def _table_schema(database: str, table: str | None, doc, where: str) -> dict:
             raise DecodeError(PROTOCOL, f"bad column: {exc}", f"{where}.columns[{i}]") from None
     keys = doc.get("primaryKeyColumnNames") or []
     if keys.__class__ is not list or any(k.__class__ is not str for k in keys):
-        raise DecodeError(PROTOCOL, "primaryKeyColumnNames must be an array of strings", where + ".primaryKeyColumnNames")
+        raise DecodeError(
+            PROTOCOL, "primaryKeyColumnNames must be an array of strings", where + ".primaryKeyColumnNames"
+        )
     return table_schema(database, table, columns, list(keys))
 
 
@@ -573,6 +634,7 @@ def _unquote(element: str) -> str:
 
 # ---- DDL classification ----------------------------------------------------------------------------
 
+
 def _words(sql: str) -> list[str]:
     """Upper-cased words and punctuation of a statement; backquoted names stay one word."""
     out, i, n = [], 0, len(sql)
@@ -583,7 +645,7 @@ def _words(sql: str) -> list[str]:
         elif ch == "`":
             end = sql.find("`", i + 1)
             end = n if end < 0 else end
-            out.append(sql[i + 1:end].upper())
+            out.append(sql[i + 1 : end].upper())
             i = end + 1
         elif ch.isalnum() or ch in "_$":
             j = i
@@ -621,11 +683,19 @@ def _classify_words(w: list[str]) -> str | None:
     rest = [x for x in w[1:4] if x not in ("OR", "REPLACE", "TEMPORARY", "UNIQUE", "FULLTEXT", "SPATIAL")]
     target = rest[0] if rest else ""
     if head == "CREATE":
-        return {"DATABASE": "create_database", "SCHEMA": "create_database", "TABLE": "create_table",
-                "INDEX": "create_index"}.get(target, "other")
+        return {
+            "DATABASE": "create_database",
+            "SCHEMA": "create_database",
+            "TABLE": "create_table",
+            "INDEX": "create_index",
+        }.get(target, "other")
     if head == "DROP":
-        return {"DATABASE": "drop_database", "SCHEMA": "drop_database", "TABLE": "drop_table",
-                "INDEX": "drop_index"}.get(target, "other")
+        return {
+            "DATABASE": "drop_database",
+            "SCHEMA": "drop_database",
+            "TABLE": "drop_table",
+            "INDEX": "drop_index",
+        }.get(target, "other")
     if head == "TRUNCATE":
         return "truncate_table"
     if head == "RENAME":

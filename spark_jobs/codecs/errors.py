@@ -21,7 +21,9 @@ class SchemaNotYetKnown(DecodeError):
 
     def __init__(self, protocol: str, database: str, table: str, schema_version: int):
         self.database, self.table, self.schema_version = database, table, schema_version
-        super().__init__(protocol, f"schema version {schema_version} of {database}.{table} not known yet", "schemaVersion")
+        super().__init__(
+            protocol, f"schema version {schema_version} of {database}.{table} not known yet", "schemaVersion"
+        )
 
 
 class ConfigError(ValueError):

@@ -8,23 +8,33 @@ from typing import Any
 KINDS = ("row", "ddl", "watermark", "bootstrap")
 OPS = ("insert", "update", "delete")
 DDL_TYPES = (
-    "create_table", "drop_table", "rename_table", "truncate_table", "add_column",
-    "drop_column", "modify_column", "rename_column", "create_index", "drop_index",
-    "create_database", "drop_database", "other",
+    "create_table",
+    "drop_table",
+    "rename_table",
+    "truncate_table",
+    "add_column",
+    "drop_column",
+    "modify_column",
+    "rename_column",
+    "create_index",
+    "drop_index",
+    "create_database",
+    "drop_database",
+    "other",
 )
 
 # Flags a consumer must know about; codecs only emit names from this list.
 FLAGS = (
-    "handle_key_only",       # only the handle-key columns are present (large-message handle-key-only)
-    "claim_check",           # the row was read from a claim-check file
-    "commit_ts_inferred",    # commit_ts rebuilt from a millisecond clock or missing (Canal-JSON without _tidb, Avro delete)
-    "lossy_decimal",         # DECIMAL arrived as a binary double (Debezium)
-    "enum_index",            # ENUM/SET values are indexes/bitmasks: the labels are not known yet
-    "old_value_missing",     # an update without its before image (old value off)
-    "old_value_partial",     # before image held only changed columns and was refilled from after
-    "fsp_unknown",           # fractional-second digits of a temporal value could not be known
-    "types_partial",         # column_types lack length/scale the protocol does not carry
-    "inferred_ddl",          # a schema change inferred from a writer-schema change (Avro)
+    "handle_key_only",  # only the handle-key columns are present (large-message handle-key-only)
+    "claim_check",  # the row was read from a claim-check file
+    "commit_ts_inferred",  # commit_ts rebuilt from a millisecond clock or missing (Canal-JSON without _tidb, Avro delete)
+    "lossy_decimal",  # DECIMAL arrived as a binary double (Debezium)
+    "enum_index",  # ENUM/SET values are indexes/bitmasks: the labels are not known yet
+    "old_value_missing",  # an update without its before image (old value off)
+    "old_value_partial",  # before image held only changed columns and was refilled from after
+    "fsp_unknown",  # fractional-second digits of a temporal value could not be known
+    "types_partial",  # column_types lack length/scale the protocol does not carry
+    "inferred_ddl",  # a schema change inferred from a writer-schema change (Avro)
 )
 
 

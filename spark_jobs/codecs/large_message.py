@@ -18,9 +18,11 @@ def decompress(protocol: str, data: bytes, method: str | None) -> bytes:
     try:
         if method == "snappy":
             import snappy
+
             return snappy.uncompress(data)
         if method == "lz4":
             import lz4.frame
+
             return lz4.frame.decompress(data)
     except Exception as exc:  # the libraries raise their own error types for corrupt input
         raise DecodeError(protocol, f"corrupt {method} compressed value: {exc}", "value") from None
@@ -33,13 +35,13 @@ def compress(data: bytes, method: str | None) -> bytes:
         return data
     if method == "snappy":
         import snappy
+
         return snappy.compress(data)
     if method == "lz4":
         import lz4.frame
+
         return lz4.frame.compress(data)
     raise ValueError(f"unknown compression {method!r}")
-
-
 
 
 def read_claim_check(protocol: str, location: str, raw_value: bool = False) -> tuple[bytes | None, bytes]:
@@ -49,11 +51,14 @@ def read_claim_check(protocol: str, location: str, raw_value: bool = False) -> t
     installed fsspec filesystem serves (s3://, gs://, azure://).
     """
     import fsspec
+
     try:
         with fsspec.open(location, "rb") as handle:
             data = handle.read()
     except Exception as exc:
-        raise DecodeError(protocol, f"claim-check file {location} cannot be read: {exc}", "claimCheckLocation") from None
+        raise DecodeError(
+            protocol, f"claim-check file {location} cannot be read: {exc}", "claimCheckLocation"
+        ) from None
     if raw_value:
         return None, data
     try:
@@ -61,15 +66,24 @@ def read_claim_check(protocol: str, location: str, raw_value: bool = False) -> t
         key = doc.get("key")
         return (base64.b64decode(key) if key else None), base64.b64decode(doc["value"])
     except Exception as exc:
-        raise DecodeError(protocol, f"claim-check file {location} is not {{key, value}} JSON: {exc}", "claimCheckLocation") from None
+        raise DecodeError(
+            protocol, f"claim-check file {location} is not {{key, value}} JSON: {exc}", "claimCheckLocation"
+        ) from None
 
 
 def write_claim_check(location: str, key: bytes | None, value: bytes, raw_value: bool = False) -> None:
     """Write a claim-check file as TiCDC does, for the simulator."""
     import fsspec
-    data = value if raw_value else orjson.dumps({
-        "key": base64.b64encode(key).decode() if key is not None else None,
-        "value": base64.b64encode(value).decode(),
-    })
+
+    data = (
+        value
+        if raw_value
+        else orjson.dumps(
+            {
+                "key": base64.b64encode(key).decode() if key is not None else None,
+                "value": base64.b64encode(value).decode(),
+            }
+        )
+    )
     with fsspec.open(location, "wb", auto_mkdir=True) as handle:
         handle.write(data)

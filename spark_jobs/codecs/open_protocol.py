@@ -30,7 +30,13 @@ from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.events import ChangeEvent
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
 from spark_jobs.codecs.values import (
-    int_bits, text_bytes, text_double, text_float, text_timestamp_from_zone, text_unsigned, text_year,
+    int_bits,
+    text_bytes,
+    text_double,
+    text_float,
+    text_timestamp_from_zone,
+    text_unsigned,
+    text_year,
 )
 
 PROTOCOL = "open"
@@ -44,12 +50,32 @@ UNSIGNED_FLAG = 0x80
 
 # MySQL type code -> canonical type (string types: (character, binary) by the Binary flag)
 _INTEGER_TYPES = {1: "tinyint", 2: "smallint", 3: "int", 8: "bigint", 9: "mediumint"}
-_PLAIN_TYPES = {4: "float", 5: "double", 6: "null", 7: "timestamp", 10: "date", 11: "time", 12: "datetime",
-                13: "year", 14: "date", 16: "bit", 225: "vector", 245: "json", 246: "decimal", 247: "enum",
-                248: "set"}
-_STRING_TYPES = {15: ("varchar", "varbinary"), 253: ("varchar", "varbinary"), 254: ("char", "binary"),
-                 249: ("tinytext", "tinyblob"), 250: ("mediumtext", "mediumblob"),
-                 251: ("longtext", "longblob"), 252: ("text", "blob")}
+_PLAIN_TYPES = {
+    4: "float",
+    5: "double",
+    6: "null",
+    7: "timestamp",
+    10: "date",
+    11: "time",
+    12: "datetime",
+    13: "year",
+    14: "date",
+    16: "bit",
+    225: "vector",
+    245: "json",
+    246: "decimal",
+    247: "enum",
+    248: "set",
+}
+_STRING_TYPES = {
+    15: ("varchar", "varbinary"),
+    253: ("varchar", "varbinary"),
+    254: ("char", "binary"),
+    249: ("tinytext", "tinyblob"),
+    250: ("mediumtext", "mediumblob"),
+    251: ("longtext", "longblob"),
+    252: ("text", "blob"),
+}
 
 
 def _canonical_type_table() -> dict[int, str]:
@@ -92,9 +118,9 @@ def go_unquote(text: str) -> bytes:
             pos += 2
         elif kind == "x" or kind == "u" or kind == "U":
             width = 2 if kind == "x" else 4 if kind == "u" else 8
-            digits = text[pos + 2:pos + 2 + width]
+            digits = text[pos + 2 : pos + 2 + width]
             if len(digits) != width or not _HEX_DIGITS.issuperset(digits):
-                raise ValueError(f"bad \\{kind} escape {text[pos:pos + 2 + width]!r}")
+                raise ValueError(f"bad \\{kind} escape {text[pos : pos + 2 + width]!r}")
             number = int(digits, 16)
             if kind == "x":
                 out.append(number)
@@ -104,9 +130,9 @@ def go_unquote(text: str) -> bytes:
                 out += chr(number).encode("utf-8")
             pos += 2 + width
         elif kind in _OCTAL_DIGITS:
-            digits = text[pos + 1:pos + 4]
+            digits = text[pos + 1 : pos + 4]
             if len(digits) != 3 or not _OCTAL_DIGITS.issuperset(digits) or int(digits, 8) > 255:
-                raise ValueError(f"bad octal escape {text[pos:pos + 4]!r}")
+                raise ValueError(f"bad octal escape {text[pos : pos + 4]!r}")
             out.append(int(digits, 8))
             pos += 4
         else:
@@ -124,10 +150,23 @@ def go_unquote(text: str) -> bytes:
 # TiDB ActionType -> ddl_type; 0, 12 (modify column, also renames) and 61 (multi-schema change) are
 # classified by the statement, as is any code TiDB had not assigned when this was written.
 _ACTION_DDL_TYPES = {
-    1: "create_database", 2: "drop_database", 3: "create_table", 4: "drop_table", 5: "add_column",
-    6: "drop_column", 7: "create_index", 8: "drop_index", 11: "truncate_table", 14: "rename_table",
-    32: "create_index", 33: "drop_index", 37: "add_column", 38: "drop_column", 47: "rename_table",
-    48: "drop_index", 60: "create_table",
+    1: "create_database",
+    2: "drop_database",
+    3: "create_table",
+    4: "drop_table",
+    5: "add_column",
+    6: "drop_column",
+    7: "create_index",
+    8: "drop_index",
+    11: "truncate_table",
+    14: "rename_table",
+    32: "create_index",
+    33: "drop_index",
+    37: "add_column",
+    38: "drop_column",
+    47: "rename_table",
+    48: "drop_index",
+    60: "create_table",
 }
 _ACTIONS_BY_SQL = {0, 12, 61}
 _LAST_KNOWN_ACTION = 80
@@ -196,6 +235,7 @@ def ddl_type_of(action: int, sql: str) -> str:
 
 # ---- the decoder -------------------------------------------------------------------------------
 
+
 def parse_time_zone(name: str | None) -> dt.tzinfo | None:
     """`UTC`, an IANA name, or a fixed `+08:00` offset; None (no conversion) for UTC."""
     if name is None or name.upper() in ("UTC", "Z", "+00:00", "ETC/UTC"):
@@ -223,11 +263,11 @@ def split_items(data: bytes | memoryview, start: int, part: str) -> list[memoryv
     while pos < end:
         if pos + 8 > end:
             raise _error(f"truncated length prefix: {end - pos} of 8 bytes", f"{part} byte {pos}")
-        length = int.from_bytes(view[pos:pos + 8], "big")
+        length = int.from_bytes(view[pos : pos + 8], "big")
         item_end = pos + 8 + length
         if item_end > end:
             raise _error(f"item length {length} runs past the end ({end - pos - 8} bytes left)", f"{part} byte {pos}")
-        items.append(view[pos + 8:item_end])
+        items.append(view[pos + 8 : item_end])
         pos = item_end
     return items
 
@@ -273,13 +313,15 @@ class OpenDecoder:
         self.only_updated = options.get("only-output-updated-columns", False)
         self.compression = options.get("large-message-handle-compression") or "none"
         if self.compression not in COMPRESSIONS:
-            raise ConfigError(f"large-message-handle-compression {self.compression!r}; allowed: {', '.join(COMPRESSIONS)}")
+            raise ConfigError(
+                f"large-message-handle-compression {self.compression!r}; allowed: {', '.join(COMPRESSIONS)}"
+            )
         self.zone = parse_time_zone(options.get("time-zone", "UTC"))
         self.claim_check_uri = options.get("claim-check-storage-uri")
         self._plan = self._column_plan()
         self._converter_table = self._converters()
-        self._images: dict[tuple, list] = {}      # column names -> generated image functions
-        self._seen: dict[tuple, int] = {}         # signature -> images decoded exactly so far
+        self._images: dict[tuple, list] = {}  # column names -> generated image functions
+        self._seen: dict[tuple, int] = {}  # signature -> images decoded exactly so far
 
     # -- framing
 
@@ -344,9 +386,14 @@ class OpenDecoder:
             raise _error(f"DDL `q` must be a string, got {query!r}", f"value item {index}.q")
         if type(action) is not int:
             raise _error(f"DDL `t` must be an integer action type, got {action!r}", f"value item {index}.t")
-        return ChangeEvent(kind="ddl", database=_optional_name(head, "scm", where),
-                           table=_optional_name(head, "tbl", where), commit_ts=ts,
-                           ddl_type=ddl_type_of(action, query), ddl_sql=query)
+        return ChangeEvent(
+            kind="ddl",
+            database=_optional_name(head, "scm", where),
+            table=_optional_name(head, "tbl", where),
+            commit_ts=ts,
+            ddl_type=ddl_type_of(action, query),
+            ddl_sql=query,
+        )
 
     # -- rows
 
@@ -454,11 +501,11 @@ class OpenDecoder:
                 except KeyError:  # TiCDC always writes `f`; the published examples omit it
                     flag = 0
                 types[name], convert = plan[column["t"] << 8 | flag & 0x81]
-                if value is None or convert is None and type(value) is str:
+                if value is None or (convert is None and type(value) is str):
                     values[name] = value
                 else:
                     values[name] = (convert or _require_string)(value, flag)
-                if flag & HANDLE_KEY_FLAG or "h" in column and column["h"] is True:
+                if flag & HANDLE_KEY_FLAG or ("h" in column and column["h"] is True):
                     keys.append(name)
         except Exception as exc:
             raise self._column_error(exc, columns, name, where) from None
@@ -475,7 +522,7 @@ class OpenDecoder:
                 value = column["v"]
                 flag = column.get("f", 0)
                 convert = plan[column["t"] << 8 | flag & 0x81][1]
-                if value is None or convert is None and type(value) is str:
+                if value is None or (convert is None and type(value) is str):
                     values[name] = value
                 else:
                     values[name] = (convert or _require_string)(value, flag)
@@ -488,8 +535,12 @@ class OpenDecoder:
         signature = []
         for name, column in columns.items():
             code, flag = column["t"], column.get("f", 0)
-            if type(code) is not int or type(flag) is not int or _SMALL_INTS.get(code) is not code \
-                    or _SMALL_INTS.get(flag) is not flag:
+            if (
+                type(code) is not int
+                or type(flag) is not int
+                or _SMALL_INTS.get(code) is not code
+                or _SMALL_INTS.get(flag) is not flag
+            ):
                 return  # only exact small ints are recognised by identity
             signature.append((name, code, flag, column.get("h") is True))
         signature = tuple(signature)
@@ -530,7 +581,9 @@ class OpenDecoder:
         if isinstance(exc, KeyError) and exc.args and exc.args[0] in ("t", "v"):
             return _error(f"column has no `{exc.args[0]}`", column_where)
         code, flag = column.get("t"), column.get("f", 0)
-        if type(code) is not int or code not in _INTEGER_TYPES and code not in _PLAIN_TYPES and code not in _STRING_TYPES:
+        if type(code) is not int or (
+            code not in _INTEGER_TYPES and code not in _PLAIN_TYPES and code not in _STRING_TYPES
+        ):
             return _error(f"unknown column type code {code!r}", f"{column_where}.t")
         if type(flag) is not int:
             return _error(f"column flag must be an integer, got {flag!r}", f"{column_where}.f")
@@ -554,6 +607,7 @@ class OpenDecoder:
                 if type(value) is str:
                     return value
                 raise TypeError(f"expected an integer, got {type(value).__name__}")
+
             return convert
 
         def floating(text):
@@ -563,6 +617,7 @@ class OpenDecoder:
                 if type(value) is str:
                     return value
                 raise TypeError(f"expected a number, got {type(value).__name__}")
+
             return convert
 
         def year(value, flag):
@@ -601,10 +656,25 @@ class OpenDecoder:
             raise TypeError("type code 6 (NULL) carries a non-null value")
 
         table = {code: integer(int_bits(name)) for code, name in _INTEGER_TYPES.items()}
-        table.update({
-            4: floating(text_float), 5: floating(text_double), 6: null, 7: timestamp, 10: None, 11: None,
-            12: None, 13: year, 14: None, 16: index, 225: None, 245: None, 246: decimal, 247: index, 248: index,
-        })
+        table.update(
+            {
+                4: floating(text_float),
+                5: floating(text_double),
+                6: null,
+                7: timestamp,
+                10: None,
+                11: None,
+                12: None,
+                13: year,
+                14: None,
+                16: index,
+                225: None,
+                245: None,
+                246: decimal,
+                247: index,
+                248: index,
+            }
+        )
         for code in (15, 253, 254):
             table[code] = quoted
         for code in (249, 250, 251, 252):
@@ -616,7 +686,7 @@ def _require_string(value, flag):
     raise TypeError(f"expected a string, got {type(value).__name__}")
 
 
-_UTC = dt.timezone.utc
+_UTC = dt.UTC
 _ONE_HOUR = dt.timedelta(hours=1)
 
 
@@ -639,8 +709,12 @@ def _timestamp_converter(zone: dt.tzinfo | None):
 
     def hour_offset(hour_text: str, start: dt.datetime) -> dt.timedelta | None:
         end = start + (_ONE_HOUR - dt.timedelta(microseconds=1))
-        candidates = {zone.utcoffset(start), zone.utcoffset(start.replace(fold=1)),
-                      zone.utcoffset(end), zone.utcoffset(end.replace(fold=1))}
+        candidates = {
+            zone.utcoffset(start),
+            zone.utcoffset(start.replace(fold=1)),
+            zone.utcoffset(end),
+            zone.utcoffset(end.replace(fold=1)),
+        }
         offset = candidates.pop() if len(candidates) == 1 else None
         if len(offsets) > 100_000:
             offsets.clear()
@@ -673,6 +747,7 @@ def _timestamp_converter(zone: dt.tzinfo | None):
             seconds_utc.clear()
         seconds_utc[second] = utc
         return utc + value[19:]
+
     convert.seconds_utc = seconds_utc
     return convert
 
@@ -687,12 +762,12 @@ def _timestamp_converter(zone: dt.tzinfo | None):
 # keys, type flags), types shared by every image of the signature, or None when anything differs or
 # fails, and `_image` / `_values` then decode the image exactly (or raise their precise errors).
 
-_LEARN_AFTER = 3         # images of one signature decoded exactly before its function is compiled
-_VARIANTS = 4            # signatures kept per column-name list
+_LEARN_AFTER = 3  # images of one signature decoded exactly before its function is compiled
+_VARIANTS = 4  # signatures kept per column-name list
 _CODE_CACHE: dict[str, object] = {}
 _INTEGER_CODES = frozenset(_INTEGER_TYPES)
 _INDEX_CODES = frozenset((16, 247, 248))
-_AS_IS_CODES = frozenset((10, 11, 12, 14, 225, 245))   # converter None: the JSON string as is
+_AS_IS_CODES = frozenset((10, 11, 12, 14, 225, 245))  # converter None: the JSON string as is
 _QUOTED_CODES = frozenset((15, 253, 254))
 
 
@@ -721,47 +796,57 @@ def _value_code(code: int, flag: int, i: int) -> str:
     if code == 246:
         return f"v if v is None or type(v) is str else str(v) if type(v) is int else {call}"
     if code == 5:
-        return (f"v if v is None or type(v) is str else (repr(v) if v != 0 else '0.0') "
-                f"if type(v) is float else {call}")
+        return f"v if v is None or type(v) is str else (repr(v) if v != 0 else '0.0') if type(v) is float else {call}"
     if code in _QUOTED_CODES and not flag & BINARY_FLAG:
         return f"v if v is None or type(v) is str else {call}"
     if code == 7:  # the converter's own per-second memo, for the texts it puts there (plain ones)
-        return (f"None if v is None else u + v[19:] if type(v) is str and (len(v) == 19 or 21 <= len(v) <= 26 "
-                f"and v[19] == '.' and v[20:].isdigit() and v.isascii()) "
-                f"and (u := c{i}_seconds(v[:19])) is not None else {call}")
+        return (
+            f"None if v is None else u + v[19:] if type(v) is str and (len(v) == 19 or 21 <= len(v) <= 26 "
+            f"and v[19] == '.' and v[20:].isdigit() and v.isascii()) "
+            f"and (u := c{i}_seconds(v[:19])) is not None else {call}"
+        )
     return f"None if v is None else {call}"
 
 
 def _image_source(signature: tuple) -> str:
     """Source of `make(...) -> image` for one signature: ((name, code, flag, h), ...) in message order."""
-    lines = ["def make(fail, types, type_flags, small, converters):",
-             *[f"  c{i} = converters[{i}]" for i in range(len(signature))],
-             *[f"  c{i}_seconds = c{i}.seconds_utc.get" for i, (_, code, _, _) in enumerate(signature) if code == 7],
-             *[f"  t{i} = small[{code}]" for i, (_, code, _, _) in enumerate(signature)],
-             *[f"  f{i} = small[{flag}]" for i, (_, _, flag, _) in enumerate(signature)],
-             "  def image(columns):",
-             "    try:",
-             # the caller looked this up by the column names: same names, same order
-             "        " + "".join(f"k{i}, " for i in range(len(signature))) + "= columns.values()"
-             if signature else "        pass"]
+    lines = [
+        "def make(fail, types, type_flags, small, converters):",
+        *[f"  c{i} = converters[{i}]" for i in range(len(signature))],
+        *[f"  c{i}_seconds = c{i}.seconds_utc.get" for i, (_, code, _, _) in enumerate(signature) if code == 7],
+        *[f"  t{i} = small[{code}]" for i, (_, code, _, _) in enumerate(signature)],
+        *[f"  f{i} = small[{flag}]" for i, (_, _, flag, _) in enumerate(signature)],
+        "  def image(columns):",
+        "    try:",
+        # the caller looked this up by the column names: same names, same order
+        "        " + "".join(f"k{i}, " for i in range(len(signature))) + "= columns.values()"
+        if signature
+        else "        pass",
+    ]
     keys = []
     for i, (name, code, flag, h) in enumerate(signature):
         # a column without `f` (flag 0 for `_image`) is left to `_image`
-        lines += [f"        c = k{i}",
-                  f"        v = c['v']",
-                  f"        if c['t'] is not t{i} or c['f'] is not f{i}:",
-                  "            return None"]
+        lines += [
+            f"        c = k{i}",
+            "        v = c['v']",
+            f"        if c['t'] is not t{i} or c['f'] is not f{i}:",
+            "            return None",
+        ]
         if not flag & HANDLE_KEY_FLAG:
-            lines += [f"        if 'h' not in c or c['h'] is not True:" if h else "        if 'h' in c and c['h'] is True:",
-                      "            return None"]
+            lines += [
+                "        if 'h' not in c or c['h'] is not True:" if h else "        if 'h' in c and c['h'] is True:",
+                "            return None",
+            ]
         if flag & HANDLE_KEY_FLAG or h:
             keys.append(name)
         lines.append(f"        x{i} = {_value_code(code, flag, i)}")
-    lines += ["    except Exception:",
-              "        return None",
-              "    return {" + ", ".join(f"{name!r}: x{i}" for i, (name, _, _, _) in enumerate(signature)) + "}, "
-              "types, [" + ", ".join(repr(k) for k in keys) + "], type_flags",
-              "  return image"]
+    lines += [
+        "    except Exception:",
+        "        return None",
+        "    return {" + ", ".join(f"{name!r}: x{i}" for i, (name, _, _, _) in enumerate(signature)) + "}, "
+        "types, [" + ", ".join(repr(k) for k in keys) + "], type_flags",
+        "  return image",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -776,5 +861,13 @@ def _fail():
 _SMALL_INTS = {n: n for n in range(-5, 257)}
 
 
-__all__ = ["OpenDecoder", "go_unquote", "ddl_type_of", "ddl_type_from_sql", "split_items", "parse_time_zone",
-           "CANONICAL_TYPES", "PROTOCOL"]
+__all__ = [
+    "CANONICAL_TYPES",
+    "PROTOCOL",
+    "OpenDecoder",
+    "ddl_type_from_sql",
+    "ddl_type_of",
+    "go_unquote",
+    "parse_time_zone",
+    "split_items",
+]

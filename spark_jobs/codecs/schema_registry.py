@@ -42,8 +42,16 @@ def split_credentials(url: str) -> tuple[str, str | None, str | None]:
 class SchemaRegistryClient:
     """GET /schemas/ids/{id} (cached) and POST /subjects/{subject}/versions (for the simulator)."""
 
-    def __init__(self, url: str, username: str | None = None, password: str | None = None,
-                 ca_file: str | None = None, *, protocol: str = "avro", timeout: float = 10.0):
+    def __init__(
+        self,
+        url: str,
+        username: str | None = None,
+        password: str | None = None,
+        ca_file: str | None = None,
+        *,
+        protocol: str = "avro",
+        timeout: float = 10.0,
+    ):
         self.protocol = protocol
         try:
             self.url, url_user, url_password = split_credentials(url)
@@ -76,7 +84,9 @@ class SchemaRegistryClient:
         body = self._json(response, where)
         text = body.get("schema") if isinstance(body, dict) else None
         if not isinstance(text, str):
-            raise DecodeError(self.protocol, f"registry {self.url} answered schema id {schema_id} without a schema", where)
+            raise DecodeError(
+                self.protocol, f"registry {self.url} answered schema id {schema_id} without a schema", where
+            )
         with _SCHEMAS_LOCK:
             _SCHEMAS[cache_key] = text
         return text
@@ -92,17 +102,27 @@ class SchemaRegistryClient:
 
     def _request(self, method: str, path: str, where: str, **kwargs) -> requests.Response:
         try:
-            response = self._session.request(method, self.url + path, timeout=self._timeout,
-                                             verify=self._verify, **kwargs)
+            response = self._session.request(
+                method, self.url + path, timeout=self._timeout, verify=self._verify, **kwargs
+            )
         except requests.RequestException as exc:
-            raise DecodeError(self.protocol, f"schema registry {self.url} unreachable: "
-                              f"{type(exc).__name__}: {self._redact(str(exc))}", where) from None
+            raise DecodeError(
+                self.protocol,
+                f"schema registry {self.url} unreachable: {type(exc).__name__}: {self._redact(str(exc))}",
+                where,
+            ) from None
         if response.status_code in (401, 403):
-            raise DecodeError(self.protocol, f"schema registry {self.url} refused the credentials "
-                              f"(HTTP {response.status_code})", where)
+            raise DecodeError(
+                self.protocol,
+                f"schema registry {self.url} refused the credentials (HTTP {response.status_code})",
+                where,
+            )
         if response.status_code >= 400 and response.status_code != 404:
-            raise DecodeError(self.protocol, f"schema registry {self.url} answered HTTP {response.status_code}: "
-                              f"{self._redact(response.text[:200])}", where)
+            raise DecodeError(
+                self.protocol,
+                f"schema registry {self.url} answered HTTP {response.status_code}: {self._redact(response.text[:200])}",
+                where,
+            )
         return response
 
     def _json(self, response: requests.Response, where: str):
@@ -111,7 +131,9 @@ class SchemaRegistryClient:
         try:
             return response.json()
         except ValueError:
-            raise DecodeError(self.protocol, f"schema registry {self.url} answered something that is not JSON", where) from None
+            raise DecodeError(
+                self.protocol, f"schema registry {self.url} answered something that is not JSON", where
+            ) from None
 
     def _redact(self, text: str) -> str:
         for secret in self._secrets:

@@ -26,9 +26,10 @@ import datetime as dt
 import io
 import json
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import fastavro
@@ -36,7 +37,8 @@ import orjson
 
 from spark_jobs.codecs import values as V
 from spark_jobs.codecs.errors import ConfigError, DecodeError, SchemaNotYetKnown
-from spark_jobs.codecs.events import ChangeEvent, table_schema as make_table_schema
+from spark_jobs.codecs.events import ChangeEvent
+from spark_jobs.codecs.events import table_schema as make_table_schema
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
 
 MESSAGE_SCHEMA_PATH = Path(__file__).with_name("simple_message.avsc")
@@ -44,8 +46,14 @@ MESSAGE_RECORD = "com.pingcap.simple.avro.Message"
 
 DML_OPS = {"INSERT": "insert", "UPDATE": "update", "DELETE": "delete"}
 DDL_KINDS = ("CREATE", "RENAME", "CINDEX", "DINDEX", "ERASE", "TRUNCATE", "ALTER", "QUERY")
-_DDL_BY_KIND = {"CREATE": "create_table", "RENAME": "rename_table", "CINDEX": "create_index",
-                "DINDEX": "drop_index", "ERASE": "drop_table", "TRUNCATE": "truncate_table"}
+_DDL_BY_KIND = {
+    "CREATE": "create_table",
+    "RENAME": "rename_table",
+    "CINDEX": "create_index",
+    "DINDEX": "drop_index",
+    "ERASE": "drop_table",
+    "TRUNCATE": "truncate_table",
+}
 
 # Exceptions a value converter or a malformed document can raise; all become a DecodeError.
 _BAD_INPUT = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError, binascii.Error)
@@ -86,11 +94,15 @@ def zone_of(name: str) -> dt.tzinfo | None:
 _IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
 _QUALIFIED = rf"{_IDENT}(?:\s*\.\s*{_IDENT})?"
 _ALTER_RE = re.compile(rf"^\s*ALTER\s+(?:ONLINE\s+|OFFLINE\s+|IGNORE\s+)*TABLE\s+{_QUALIFIED}\s*(.*)$", re.I | re.S)
-_DATABASE_RE = re.compile(rf"^\s*(CREATE|DROP|ALTER)\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT})", re.I)
+_DATABASE_RE = re.compile(
+    rf"^\s*(CREATE|DROP|ALTER)\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT})", re.I
+)
 _TABLE_NAME_RE = re.compile(
     rf"^\s*(?:CREATE\s+(?:TEMPORARY\s+)?TABLE|DROP\s+TABLE|TRUNCATE(?:\s+TABLE)?|ALTER\s+TABLE|RENAME\s+TABLE"
     rf"|CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\s+{_IDENT}\s+ON|DROP\s+INDEX\s+{_IDENT}\s+ON)"
-    rf"\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT})(?:\s*\.\s*({_IDENT}))?", re.I)
+    rf"\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT})(?:\s*\.\s*({_IDENT}))?",
+    re.I,
+)
 _INDEX_WORDS = ("INDEX", "KEY", "UNIQUE", "PRIMARY", "FULLTEXT", "SPATIAL", "CONSTRAINT", "FOREIGN")
 _CLAUSE_RE = re.compile(r"^\s*(\w+)(?:\s+(\w+))?", re.S)
 _CHANGE_RE = re.compile(rf"^\s*CHANGE\s+(?:COLUMN\s+)?({_IDENT})\s+({_IDENT})", re.I | re.S)
@@ -167,8 +179,12 @@ def classify_ddl(kind: str, sql: str) -> str:
         types = {_alter_clause_type(c) for c in _split_clauses(m.group(1))}
         return types.pop() if len(types) == 1 else "other"
     head = sql.lstrip()[:40].upper()
-    for prefix, ddl_type in (("CREATE TABLE", "create_table"), ("DROP TABLE", "drop_table"),
-                             ("TRUNCATE", "truncate_table"), ("RENAME TABLE", "rename_table")):
+    for prefix, ddl_type in (
+        ("CREATE TABLE", "create_table"),
+        ("DROP TABLE", "drop_table"),
+        ("TRUNCATE", "truncate_table"),
+        ("RENAME TABLE", "rename_table"),
+    ):
         if head.startswith(prefix):
             return ddl_type
     if re.match(r"CREATE\s+(UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX", head):
@@ -193,6 +209,7 @@ def names_from_sql(sql: str) -> tuple[str | None, str | None]:
 
 # ---- value converters (text or typed value -> canonical text) ---------------------------------
 
+
 def _int_text(v) -> str:
     if type(v) is bool:
         raise TypeError("boolean is not an integer")
@@ -209,6 +226,7 @@ def _unsigned_converter(bits: int) -> Callable[[Any], str]:
                 raise ValueError("out of range")
             n += 1 << bits
         return str(n)
+
     return convert
 
 
@@ -220,18 +238,26 @@ def _year_text(v) -> str:
 
 def _decimal_converter(scale: int | None) -> Callable[[Any], str]:
     """TiCDC sends the exact digits with the column's scale; other texts go through values.text_decimal."""
+
     def convert(v) -> str:
         if type(v) is str and v and v[0] != "-":
             dot = v.find(".")
             if scale == 0:
                 if dot == -1 and v.isdigit() and (v[0] != "0" or len(v) == 1):
                     return v
-            elif scale is not None and dot > 0 and len(v) - dot - 1 == scale \
-                    and v[:dot].isdigit() and v[dot + 1:].isdigit() and (v[0] != "0" or dot == 1):
+            elif (
+                scale is not None
+                and dot > 0
+                and len(v) - dot - 1 == scale
+                and v[:dot].isdigit()
+                and v[dot + 1 :].isdigit()
+                and (v[0] != "0" or dot == 1)
+            ):
                 return v
         if type(v) is not str and type(v) is not int:
             raise TypeError(f"DECIMAL must be text, got {type(v).__name__}")
         return V.text_decimal(v, scale)
+
     return convert
 
 
@@ -268,13 +294,20 @@ def _datetime_converter(fsp: int | None) -> Callable[[Any], str]:
     def convert(v) -> str:
         if type(v) is not str:
             raise TypeError(f"DATETIME must be text, got {type(v).__name__}")
-        if (len(v) == size if size else len(v) == 19 or len(v) > 20 and v[19] == ".") \
-                and v[4] == "-" and v[7] == "-" and v[10] == " " and v[13] == ":" and v[16] == ":":
+        if (
+            (len(v) == size if size else len(v) == 19 or (len(v) > 20 and v[19] == "."))
+            and v[4] == "-"
+            and v[7] == "-"
+            and v[10] == " "
+            and v[13] == ":"
+            and v[16] == ":"
+        ):
             return v
         if v.startswith("0000-00-00"):
             return v
         value, given = V.parse_datetime_text(v)
         return V.text_datetime(value, given if fsp is None else fsp)
+
     return convert
 
 
@@ -309,11 +342,12 @@ def _time_converter(fsp: int | None) -> Callable[[Any], str]:
         elif fsp:
             shaped = n == 9 + fsp and body[8:9] == "."
         else:
-            shaped = n == 8 or n > 9 and body[8] == "."
+            shaped = n == 8 or (n > 9 and body[8] == ".")
         if shaped and body[2] == ":" and body[5] == ":" and (body is v or body.strip("0:.")):
             return v
         micros, given = _parse_time_micros(v)
         return V.text_time(micros, given if fsp is None else fsp)
+
     return convert
 
 
@@ -342,6 +376,7 @@ def _enum_converter(elements: list[str]) -> Callable[[Any], str]:
         if label is None:
             raise ValueError(f"ENUM index out of range 0..{len(elements)}")
         return label
+
     convert.lookup = lookup  # read by the generated row converters (text keys only)
     return convert
 
@@ -373,21 +408,35 @@ def _set_converter(elements: list[str]) -> Callable[[Any], str]:
         if len(memo) < 4096:
             memo[v] = text
         return text
+
     convert.memo = memo  # read by the generated row converters (text keys only)
     return convert
 
 
 # ---- the cached table schema ------------------------------------------------------------------
 
+
 class _Column:
-    __slots__ = ("name", "base", "definition", "canonical", "nullable", "elements", "unsigned", "fsp", "scale")
+    __slots__ = ("base", "canonical", "definition", "elements", "fsp", "name", "nullable", "scale", "unsigned")
 
 
 class _Schema:
     """One (database, table, version): canonical schema plus the row converters built once for it."""
 
-    __slots__ = ("database", "table", "version", "columns", "key_columns", "column_types", "table_schema",
-                 "converters", "text_columns", "names", "convert_one", "convert_pair")
+    __slots__ = (
+        "column_types",
+        "columns",
+        "convert_one",
+        "convert_pair",
+        "converters",
+        "database",
+        "key_columns",
+        "names",
+        "table",
+        "table_schema",
+        "text_columns",
+        "version",
+    )
 
 
 def _need(doc: Any, key: str, kind: type | tuple[type, ...], protocol: str, where: str) -> Any:
@@ -396,9 +445,10 @@ def _need(doc: Any, key: str, kind: type | tuple[type, ...], protocol: str, wher
     if key not in doc:
         raise DecodeError(protocol, f"missing field {key!r}", f"{where}.{key}" if where else key)
     value = doc[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind in (int, str):
-        raise DecodeError(protocol, f"field {key!r} has the wrong type {type(value).__name__}",
-                          f"{where}.{key}" if where else key)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, str)):
+        raise DecodeError(
+            protocol, f"field {key!r} has the wrong type {type(value).__name__}", f"{where}.{key}" if where else key
+        )
     return value
 
 
@@ -486,8 +536,10 @@ def _column_code(c: _Column, i: int, v: str, avro: bool) -> tuple[str, str]:
     if base == "datetime":
         return "keep", f"type({v}) is str and {_datetime_shape(v, c.fsp)}"
     if base == "timestamp":
-        return "value", (f"t if type({v}) is dict and {v}.get('location') in utc_locations "
-                         f"and type(t := {v}.get('value')) is str and {_datetime_shape('t', c.fsp)} else {call}")
+        return "value", (
+            f"t if type({v}) is dict and {v}.get('location') in utc_locations "
+            f"and type(t := {v}.get('value')) is str and {_datetime_shape('t', c.fsp)} else {call}"
+        )
     if base == "enum":
         return "value", f"(lookup{i}({v}) if type({v}) is str or type({v}) is int else None) or {call}"
     if base == "set":
@@ -524,19 +576,27 @@ def _row_source(schema: _Schema, avro: bool) -> tuple[str, list[str]]:
             kind, code = _column_code(c, i, value, avro)
             body = []
             if kind == "keep":
-                body += [f"if not ({code}):",
-                         f"    {row}[{name!r}] = {value} = c{i}({value})"]
+                body += [f"if not ({code}):", f"    {row}[{name!r}] = {value} = c{i}({value})"]
             else:
                 body += [f"{row}[{name!r}] = {value} = {code}"]
-            guarded = ["try:", *("    " + line for line in body),
-                       f"except BAD:",
-                       f"    {row}[{name!r}] = {value} = slow({i}, {value}, {where})"]
+            guarded = [
+                "try:",
+                *("    " + line for line in body),
+                "except BAD:",
+                f"    {row}[{name!r}] = {value} = slow({i}, {value}, {where})",
+            ]
             if same_as is not None:
-                same = (f"(type({value}) is dict or type({value}) is str)" if c.base == "timestamp"
-                        else f"type({value}) is str")
-                guarded = [f"if {same} and {value} == {same_as}{i}:",
-                           f"    {row}[{name!r}] = {value} = x{i}",
-                           "else:", *("    " + line for line in guarded)]
+                same = (
+                    f"(type({value}) is dict or type({value}) is str)"
+                    if c.base == "timestamp"
+                    else f"type({value}) is str"
+                )
+                guarded = [
+                    f"if {same} and {value} == {same_as}{i}:",
+                    f"    {row}[{name!r}] = {value} = x{i}",
+                    "else:",
+                    *("    " + line for line in guarded),
+                ]
             out.append(f"    if {value} is not None:")
             out += ["        " + line for line in guarded]
             if keep:
@@ -548,33 +608,43 @@ def _row_source(schema: _Schema, avro: bool) -> tuple[str, list[str]]:
         out.append(f"        raise unknown_error({row}, {where})")
         return out
 
-    lines = [f"def make({', '.join(params)}):",
-             "  BAD = _BAD_INPUT",
-             "  def one(row, where):",
-             "    if type(row) is not dict:",
-             "        return SLOW(row, where)",
-             "    try:", *fetch("row", "v"), "    except KeyError:", "        return SLOW(row, where)",
-             *convert("row", "v", "where", False, None),
-             "    return row",
-             "  def pair(data, old):",
-             "    if type(data) is not dict:",
-             "        return SLOW(data, 'data'), one(old, 'old')",
-             "    try:", *fetch("data", "v"), "    except KeyError:",
-             "        return SLOW(data, 'data'), one(old, 'old')",
-             # raw data values: an equal old value has the same text (x0.. below)
-             *[f"    r{i} = v{i}" for i in range(len(converted))],
-             *convert("data", "v", "'data'", True, None),
-             "    if type(old) is not dict:",
-             "        return data, SLOW(old, 'old')",
-             "    try:", *fetch("old", "w"), "    except KeyError:",
-             "        return data, SLOW(old, 'old')",
-             *convert("old", "w", "'old'", False, "r"),
-             "    return data, old",
-             "  return one, pair"]
+    lines = [
+        f"def make({', '.join(params)}):",
+        "  BAD = _BAD_INPUT",
+        "  def one(row, where):",
+        "    if type(row) is not dict:",
+        "        return SLOW(row, where)",
+        "    try:",
+        *fetch("row", "v"),
+        "    except KeyError:",
+        "        return SLOW(row, where)",
+        *convert("row", "v", "where", False, None),
+        "    return row",
+        "  def pair(data, old):",
+        "    if type(data) is not dict:",
+        "        return SLOW(data, 'data'), one(old, 'old')",
+        "    try:",
+        *fetch("data", "v"),
+        "    except KeyError:",
+        "        return SLOW(data, 'data'), one(old, 'old')",
+        # raw data values: an equal old value has the same text (x0.. below)
+        *[f"    r{i} = v{i}" for i in range(len(converted))],
+        *convert("data", "v", "'data'", True, None),
+        "    if type(old) is not dict:",
+        "        return data, SLOW(old, 'old')",
+        "    try:",
+        *fetch("old", "w"),
+        "    except KeyError:",
+        "        return data, SLOW(old, 'old')",
+        *convert("old", "w", "'old'", False, "r"),
+        "    return data, old",
+        "  return one, pair",
+    ]
     return "\n".join(lines) + "\n", params
 
 
 # ---- the decoder ------------------------------------------------------------------------------
+
 
 class _SimpleDecoder:
     protocol = "simple"
@@ -590,8 +660,9 @@ class _SimpleDecoder:
         opts.update(options or {})
         self._compression = opts["large-message-handle-compression"] or "none"
         if self._compression not in COMPRESSIONS:
-            raise ConfigError(f"large-message-handle-compression must be one of {', '.join(COMPRESSIONS)}, "
-                              f"got {self._compression!r}")
+            raise ConfigError(
+                f"large-message-handle-compression must be one of {', '.join(COMPRESSIONS)}, got {self._compression!r}"
+            )
         self._raw_value = bool(opts["claim-check-raw-value"])
         try:
             self._default_zone = zone_of(opts["time-zone"] or "UTC")
@@ -599,8 +670,13 @@ class _SimpleDecoder:
             raise ConfigError(f"time-zone {opts['time-zone']!r} is not a known time zone: {exc}") from None
         self._zones: dict[str, dt.tzinfo | None] = {"Local": self._default_zone}
         self._schemas: dict[tuple[str, str, int], _Schema] = {}
-        self._handlers = {"WATERMARK": self._watermark, "BOOTSTRAP": self._bootstrap,
-                          "INSERT": self._row, "UPDATE": self._row, "DELETE": self._row}
+        self._handlers = {
+            "WATERMARK": self._watermark,
+            "BOOTSTRAP": self._bootstrap,
+            "INSERT": self._row,
+            "UPDATE": self._row,
+            "DELETE": self._row,
+        }
         for kind in DDL_KINDS:
             self._handlers[kind] = self._ddl
 
@@ -635,7 +711,9 @@ class _SimpleDecoder:
         if version != 1:
             raise DecodeError(self.protocol, f"unsupported protocol version {version!r}", "version")
         if in_claim_check and kind not in DML_OPS:
-            raise DecodeError(self.protocol, f"claim-check file holds a {kind} message, not a row", "claimCheckLocation")
+            raise DecodeError(
+                self.protocol, f"claim-check file holds a {kind} message, not a row", "claimCheckLocation"
+            )
         return handler(msg, kind, in_claim_check)
 
     def _parse(self, value: bytes) -> dict:
@@ -649,9 +727,16 @@ class _SimpleDecoder:
 
     def _bootstrap(self, msg: dict, kind: str, _: bool) -> list[ChangeEvent]:
         schema = self._cache(_need(msg, "tableSchema", dict, self.protocol, ""), "tableSchema")
-        return [ChangeEvent(kind="bootstrap", database=schema.database, table=schema.table,
-                            key_columns=list(schema.key_columns), schema_version=schema.version,
-                            table_schema=copy.deepcopy(schema.table_schema))]
+        return [
+            ChangeEvent(
+                kind="bootstrap",
+                database=schema.database,
+                table=schema.table,
+                key_columns=list(schema.key_columns),
+                schema_version=schema.version,
+                table_schema=copy.deepcopy(schema.table_schema),
+            )
+        ]
 
     def _ddl(self, msg: dict, kind: str, _: bool) -> list[ChangeEvent]:
         protocol = self.protocol
@@ -670,15 +755,30 @@ class _SimpleDecoder:
             table_schema, version = None, None
         else:
             table_schema, version = copy.deepcopy(schema.table_schema), schema.version
-        return [ChangeEvent(kind="ddl", database=database, table=table, commit_ts=commit_ts,
-                            schema_version=version, ddl_type=ddl_type, ddl_sql=sql, table_schema=table_schema)]
+        return [
+            ChangeEvent(
+                kind="ddl",
+                database=database,
+                table=table,
+                commit_ts=commit_ts,
+                schema_version=version,
+                ddl_type=ddl_type,
+                ddl_sql=sql,
+                table_schema=table_schema,
+            )
+        ]
 
     def _row(self, msg: dict, kind: str, in_claim_check: bool, op: str | None = None) -> list[ChangeEvent]:
         database = msg.get("database")
         table = msg.get("table")
         version = msg.get("schemaVersion")
         commit_ts = msg.get("commitTs")
-        if type(database) is not str or type(table) is not str or type(version) is not int or type(commit_ts) is not int:
+        if (
+            type(database) is not str
+            or type(table) is not str
+            or type(version) is not int
+            or type(commit_ts) is not int
+        ):
             for field, kind_ in (("database", str), ("table", str), ("schemaVersion", int), ("commitTs", int)):
                 _need(msg, field, kind_, self.protocol, "")
         location = msg.get("claimCheckLocation")
@@ -718,9 +818,24 @@ class _SimpleDecoder:
                 raise DecodeError(self.protocol, f"{kind} without old", "old")
             after, before = schema.convert_pair(data, old)
         # key_columns and column_types are the schema's own, shared by its events: nothing mutates them
-        return [ChangeEvent("row", database, table, commit_ts, op, schema.key_columns, before, after,
-                            schema.column_types, version, None, None, None,
-                            ["handle_key_only"] if msg.get("handleKeyOnly") else [])]
+        return [
+            ChangeEvent(
+                "row",
+                database,
+                table,
+                commit_ts,
+                op,
+                schema.key_columns,
+                before,
+                after,
+                schema.column_types,
+                version,
+                None,
+                None,
+                None,
+                ["handle_key_only"] if msg.get("handleKeyOnly") else [],
+            )
+        ]
 
     def _convert(self, schema: _Schema, row: Any, where: str) -> dict[str, str | None]:
         """Canonical text of every column the row carries, converted in place in the parsed dict."""
@@ -738,12 +853,16 @@ class _SimpleDecoder:
                     raise TypeError(f"text value must be a string, got {type(v).__name__}")
         except _BAD_INPUT as exc:
             column = next(c for c in schema.columns if c.name == name)
-            raise DecodeError(self.protocol, f"bad {column.definition} value {v!r} for column {name!r}: {exc}",
-                              f"{where}.{name}") from None
+            raise DecodeError(
+                self.protocol, f"bad {column.definition} value {v!r} for column {name!r}: {exc}", f"{where}.{name}"
+            ) from None
         if not schema.names.issuperset(row):
             unknown = sorted(set(row) - schema.names)
-            raise DecodeError(self.protocol, f"columns {unknown} are not in schema version {schema.version} of "
-                              f"{schema.database}.{schema.table}", f"{where}.{unknown[0]}")
+            raise DecodeError(
+                self.protocol,
+                f"columns {unknown} are not in schema version {schema.version} of {schema.database}.{schema.table}",
+                f"{where}.{unknown[0]}",
+            )
         return row
 
     def _compile_rows(self, schema: _Schema):
@@ -766,26 +885,42 @@ class _SimpleDecoder:
                 return converters[i](v)
             except _BAD_INPUT as exc:
                 name = order[i]
-                raise DecodeError(protocol, f"bad {columns[name].definition} value {v!r} for column {name!r}: {exc}",
-                                  f"{where}.{name}") from None
+                raise DecodeError(
+                    protocol,
+                    f"bad {columns[name].definition} value {v!r} for column {name!r}: {exc}",
+                    f"{where}.{name}",
+                ) from None
 
         def text_error(i, v, where):
             name = order[i]
-            return DecodeError(protocol, f"bad {columns[name].definition} value {v!r} for column {name!r}: "
-                                         f"text value must be a string, got {type(v).__name__}", f"{where}.{name}")
+            return DecodeError(
+                protocol,
+                f"bad {columns[name].definition} value {v!r} for column {name!r}: "
+                f"text value must be a string, got {type(v).__name__}",
+                f"{where}.{name}",
+            )
 
         def unknown_error(row, where):
             unknown = sorted(set(row) - schema.names)
-            return DecodeError(protocol, f"columns {unknown} are not in schema version {schema.version} of "
-                                         f"{schema.database}.{schema.table}", f"{where}.{unknown[0]}")
+            return DecodeError(
+                protocol,
+                f"columns {unknown} are not in schema version {schema.version} of {schema.database}.{schema.table}",
+                f"{where}.{unknown[0]}",
+            )
 
         def precise(row, where):
             return self._convert(schema, row, where)
 
         # locations whose zone is UTC (None), as the timestamp converter resolves them
         utc_locations = _UTC_NAMES | ({"Local"} if self._default_zone is None else set())
-        args = {"SLOW": precise, "slow": slow, "text_error": text_error, "unknown_error": unknown_error,
-                "utc_locations": frozenset(utc_locations), "double_shape": _DOUBLE_SHAPE}
+        args = {
+            "SLOW": precise,
+            "slow": slow,
+            "text_error": text_error,
+            "unknown_error": unknown_error,
+            "utc_locations": frozenset(utc_locations),
+            "double_shape": _DOUBLE_SHAPE,
+        }
         for i, (name, convert) in enumerate(schema.converters):
             args[f"c{i}"] = convert
             column = columns[name]
@@ -830,9 +965,12 @@ class _SimpleDecoder:
             decimal = data_type.get("decimal")
             elements = data_type.get("elements")
             unsigned = data_type.get("unsigned")
-            if type(length) is not int or decimal is not None and type(decimal) is not int \
-                    or elements is not None and not (isinstance(elements, list) and all(type(e) is str for e in elements)) \
-                    or unsigned is not None and type(unsigned) is not bool:
+            if (
+                type(length) is not int
+                or (decimal is not None and type(decimal) is not int)
+                or (elements is not None and not (isinstance(elements, list) and all(type(e) is str for e in elements)))
+                or (unsigned is not None and type(unsigned) is not bool)
+            ):
                 raise DecodeError(p, "dataType length/decimal/elements/unsigned have the wrong type", f"{w}.dataType")
             try:
                 base, _, type_unsigned = V.parse_type(mysql_type)
@@ -951,15 +1089,18 @@ class _SimpleDecoder:
             if zone is None:
                 return as_datetime(text)
             return V.text_timestamp_from_zone(text, zone, fsp)
+
         return convert
 
 
 def _unsigned_bigint_avro(convert: Callable[[Any], str]) -> Callable[[Any], str]:
     """Avro BIGINT UNSIGNED: the UnsignedBigint record holding the value wrapped into a signed long."""
+
     def unwrap(v) -> str:
         if type(v) is dict:
             return convert(v["value"])
         return convert(v)
+
     return unwrap
 
 
@@ -995,7 +1136,9 @@ class SimpleAvroDecoder(_SimpleDecoder):
         except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError, UnicodeDecodeError, ...
             raise DecodeError(self.protocol, f"value is not a {MESSAGE_RECORD} Avro record: {exc!r}", "value") from None
         if stream.tell() != len(value):
-            raise DecodeError(self.protocol, f"{len(value) - stream.tell()} trailing bytes after the Avro record", "value")
+            raise DecodeError(
+                self.protocol, f"{len(value) - stream.tell()} trailing bytes after the Avro record", "value"
+            )
         payload = record["payload"]
         kind = record["type"]
         if kind == "WATERMARK" or kind == "BOOTSTRAP":
@@ -1005,4 +1148,4 @@ class SimpleAvroDecoder(_SimpleDecoder):
         return payload
 
 
-__all__ = ["SimpleJsonDecoder", "SimpleAvroDecoder", "classify_ddl", "names_from_sql", "message_schema", "zone_of"]
+__all__ = ["SimpleAvroDecoder", "SimpleJsonDecoder", "classify_ddl", "message_schema", "names_from_sql", "zone_of"]

@@ -19,8 +19,16 @@ BINARY_TYPES = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longbl
 TEMPORAL_TYPES = ("date", "datetime", "timestamp", "time", "year")
 
 _TYPE_RE = re.compile(r"^\s*([a-z]+)\s*(?:\((.*)\))?\s*(.*)$", re.S)
-_ALIASES = {"integer": "int", "bool": "tinyint", "boolean": "tinyint", "numeric": "decimal",
-            "dec": "decimal", "fixed": "decimal", "real": "double", "int24": "mediumint"}
+_ALIASES = {
+    "integer": "int",
+    "bool": "tinyint",
+    "boolean": "tinyint",
+    "numeric": "decimal",
+    "dec": "decimal",
+    "fixed": "decimal",
+    "real": "double",
+    "int24": "mediumint",
+}
 
 
 def parse_type(definition: str) -> tuple[str, str | None, bool]:
@@ -31,7 +39,7 @@ def parse_type(definition: str) -> tuple[str, str | None, bool]:
     base, args, rest = m.group(1), m.group(2), m.group(3)
     base = _ALIASES.get(base, base)
     if base == "double" and rest.startswith("precision"):
-        rest = rest[len("precision"):]
+        rest = rest[len("precision") :]
     return base, args, "unsigned" in rest.split()
 
 
@@ -73,6 +81,7 @@ def decimal_scale(definition: str) -> int | None:
 
 
 # ---- value text -------------------------------------------------------------------------------
+
 
 def text_int(value: int | str) -> str:
     return str(int(value))
@@ -132,7 +141,7 @@ def text_float(value: float | str) -> str:
     if x != x or x in (float("inf"), float("-inf")):
         return repr(x)
     for digits in range(1, 10):
-        s = "%.*g" % (digits, x)
+        s = f"{x:.{digits}g}"
         try:
             if to_float32(float(s)) == x:
                 return repr(float(s))
@@ -155,13 +164,19 @@ def _fraction(micros: int, fsp: int) -> str:
 
 def text_datetime(value: dt.datetime, fsp: int) -> str:
     """`YYYY-MM-DD HH:MM:SS[.f]` with exactly `fsp` fractional digits (TIMESTAMP: pass a UTC value)."""
-    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
-            f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}{_fraction(value.microsecond, fsp)}")
+    return (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}{_fraction(value.microsecond, fsp)}"
+    )
 
 
 def text_time(value: dt.timedelta | int, fsp: int) -> str:
     """`[-]HH:MM:SS[.f]` from a duration (or microseconds); hours may exceed 24 (MySQL TIME)."""
-    micros = value if isinstance(value, int) else (value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds)
+    micros = (
+        value
+        if isinstance(value, int)
+        else (value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds)
+    )
     sign = "-" if micros < 0 else ""
     micros = abs(micros)
     secs, frac = divmod(micros, 1_000_000)
@@ -212,17 +227,18 @@ def text_timestamp_from_zone(text: str, zone: dt.tzinfo | None, fsp: int | None 
         return text
     value, given = parse_datetime_text(text)
     if zone is not None:
-        value = value.replace(tzinfo=zone).astimezone(dt.timezone.utc).replace(tzinfo=None)
+        value = value.replace(tzinfo=zone).astimezone(dt.UTC).replace(tzinfo=None)
     return text_datetime(value, given if fsp is None else fsp)
 
 
 # ---- expected text for the simulator (Python value -> canonical text) -----------------------------
 
+
 def canonical_value(definition: str, value) -> str | None:
     """Canonical text of a typed Python value in a column of this MySQL type (the simulator's oracle)."""
     if value is None:
         return None
-    base, args, unsigned = parse_type(definition)
+    base, _args, _unsigned = parse_type(definition)
     if base in INTEGER_TYPES:
         return text_int(value)
     if base == "decimal":

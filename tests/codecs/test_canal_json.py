@@ -14,10 +14,18 @@ from spark_jobs.codecs import make_decoder
 from spark_jobs.codecs.canal_json import CanalJsonDecoder, classify_ddl
 from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.large_message import compress
-from spark_jobs.simulator.canal_json import CanalJsonEncoder, expected, go_string
-from spark_jobs.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark, split_key_changing_updates
-from spark_jobs.simulator.stream import encode_stream
-from tests.vectors import load_vector, vector_names
+from spark_jobs.devkit.simulator.canal_json import CanalJsonEncoder, expected, go_string
+from spark_jobs.devkit.simulator.model import (
+    Bootstrap,
+    Column,
+    Ddl,
+    RowChange,
+    Table,
+    Watermark,
+    split_key_changing_updates,
+)
+from spark_jobs.devkit.simulator.stream import encode_stream
+from tests.reference_vectors import load_vector, vector_names
 
 TSO = 1 << 18  # one physical millisecond in a TSO
 
@@ -37,15 +45,25 @@ def compact(text: str) -> bytes:
 
 # ---- (a) every reference vector ------------------------------------------------------------------
 
-EMPLOYEE_TYPES = {"FirstName": "varchar", "HireDate": "date", "LastName": "varchar", "OfficeLocation": "varchar", "id": "int"}
+EMPLOYEE_TYPES = {
+    "FirstName": "varchar",
+    "HireDate": "date",
+    "LastName": "varchar",
+    "OfficeLocation": "varchar",
+    "id": "int",
+}
 
 
 def test_all_canal_vectors_are_covered():
     assert vector_names("canal_json") == [
-        "canal_json_01_employee_insert.json", "canal_json_02_employee_update.json",
-        "canal_json_03_employee_delete.json", "canal_json_04_watermark_tidb_ext.json",
-        "canal_json_05_ddl_create_tidb_ext.json", "canal_json_06_value_table_all_types.json",
-        "canal_json_07_ddl_drop_database_doc.json", "canal_json_08_insert_int_types_doc.json",
+        "canal_json_01_employee_insert.json",
+        "canal_json_02_employee_update.json",
+        "canal_json_03_employee_delete.json",
+        "canal_json_04_watermark_tidb_ext.json",
+        "canal_json_05_ddl_create_tidb_ext.json",
+        "canal_json_06_value_table_all_types.json",
+        "canal_json_07_ddl_drop_database_doc.json",
+        "canal_json_08_insert_int_types_doc.json",
         "canal_json_09_binary_iso8859_1_value.json",
     ]
 
@@ -54,16 +72,31 @@ def test_vector_01_insert_without_extension():
     v = load_vector("canal_json_01_employee_insert.json")
     [event] = decoded_dicts(v["value_bytes"], **v["decoder_config"])
     assert event == {
-        "kind": "row", "op": "insert", "database": "test", "table": "employee",
-        "commit_ts": 1668067205238 << 18, "key_columns": ["id"], "before": None,
-        "after": {"FirstName": "Bob", "HireDate": "2014-06-04", "LastName": "Smith",
-                  "OfficeLocation": "New York", "id": "101"},
-        "column_types": EMPLOYEE_TYPES, "schema_version": None, "ddl_type": None, "ddl_sql": None,
-        "table_schema": None, "flags": ["commit_ts_inferred"],
+        "kind": "row",
+        "op": "insert",
+        "database": "test",
+        "table": "employee",
+        "commit_ts": 1668067205238 << 18,
+        "key_columns": ["id"],
+        "before": None,
+        "after": {
+            "FirstName": "Bob",
+            "HireDate": "2014-06-04",
+            "LastName": "Smith",
+            "OfficeLocation": "New York",
+            "id": "101",
+        },
+        "column_types": EMPLOYEE_TYPES,
+        "schema_version": None,
+        "ddl_type": None,
+        "ddl_sql": None,
+        "table_schema": None,
+        "flags": ["commit_ts_inferred"],
     }
     # the vector's partial expectation, mapped to canonical text (int 101 -> "101")
     assert {k: event["after"][k] for k in v["expected"]["data"]} == {
-        k: str(x) for k, x in v["expected"]["data"].items()}
+        k: str(x) for k, x in v["expected"]["data"].items()
+    }
 
 
 def test_vector_02_update_keeps_full_old_image():
@@ -72,8 +105,13 @@ def test_vector_02_update_keeps_full_old_image():
     assert (event.op, event.commit_ts, event.flags) == ("update", 1668067229137 << 18, ["commit_ts_inferred"])
     assert {k: event.after[k] for k in v["expected"]["data"]} == v["expected"]["data"]
     assert {k: event.before[k] for k in v["expected"]["old"]} == v["expected"]["old"]
-    assert event.before == {"FirstName": "Bob", "HireDate": "2014-06-04", "LastName": "Smith",
-                            "OfficeLocation": "New York", "id": "101"}
+    assert event.before == {
+        "FirstName": "Bob",
+        "HireDate": "2014-06-04",
+        "LastName": "Smith",
+        "OfficeLocation": "New York",
+        "id": "101",
+    }
     assert event.after["id"] == "101" and event.column_types == EMPLOYEE_TYPES
 
 
@@ -89,16 +127,33 @@ def test_vectors_01_to_03_joined_by_newline_decode_as_one_batch():
     values = [load_vector(n)["value_bytes"] for n in vector_names("canal_json_0")[:3]]
     events = decode(b"\n".join(values) + b"\n")
     assert [(e.op, e.commit_ts >> 18) for e in events] == [
-        ("insert", 1668067205238), ("update", 1668067229137), ("delete", 1668067230388)]
+        ("insert", 1668067205238),
+        ("update", 1668067229137),
+        ("delete", 1668067230388),
+    ]
     assert events[1].after["OfficeLocation"] == "Los Angeles"
 
 
 def test_vector_04_watermark():
     v = load_vector("canal_json_04_watermark_tidb_ext.json")
-    assert decoded_dicts(v["value_bytes"], **v["decoder_config"]) == [{
-        "kind": "watermark", "op": None, "database": None, "table": None, "commit_ts": v["expected"]["resolved_ts"],
-        "key_columns": [], "before": None, "after": None, "column_types": {}, "schema_version": None,
-        "ddl_type": None, "ddl_sql": None, "table_schema": None, "flags": []}]
+    assert decoded_dicts(v["value_bytes"], **v["decoder_config"]) == [
+        {
+            "kind": "watermark",
+            "op": None,
+            "database": None,
+            "table": None,
+            "commit_ts": v["expected"]["resolved_ts"],
+            "key_columns": [],
+            "before": None,
+            "after": None,
+            "column_types": {},
+            "schema_version": None,
+            "ddl_type": None,
+            "ddl_sql": None,
+            "table_schema": None,
+            "flags": [],
+        }
+    ]
     assert v["expected"]["resolved_ts"] == 1024
 
 
@@ -107,7 +162,12 @@ def test_vector_05_create_table_ddl():
     [event] = decode(v["value_bytes"], **v["decoder_config"])
     exp = v["expected"]
     assert (event.kind, event.commit_ts, event.database, event.table, event.ddl_sql) == (
-        "ddl", exp["commit_ts"], exp["schema"], exp["table"], exp["query"])
+        "ddl",
+        exp["commit_ts"],
+        exp["schema"],
+        exp["table"],
+        exp["query"],
+    )
     assert event.ddl_type == "create_table" and event.flags == [] and event.table_schema is None
 
 
@@ -115,7 +175,11 @@ def test_vector_07_drop_database_ddl():
     v = load_vector("canal_json_07_ddl_drop_database_doc.json")
     [event] = decode(v["value_bytes"], **v["decoder_config"])
     assert (event.kind, event.commit_ts, event.ddl_sql, event.ddl_type) == (
-        "ddl", v["expected"]["commit_ts"], v["expected"]["query"], "drop_database")
+        "ddl",
+        v["expected"]["commit_ts"],
+        v["expected"]["query"],
+        "drop_database",
+    )
     assert (event.database, event.table) == ("test", None)
 
 
@@ -125,17 +189,25 @@ def test_vector_08_integer_maxima_with_extension():
     assert event.commit_ts == v["expected"]["commit_ts"] and event.flags == []
     assert event.after == {k: str(x) for k, x in v["expected"]["data"].items()}
     assert event.after["c_bigint"] == "9223372036854775807"
-    assert event.column_types == {"c_bigint": "bigint", "c_int": "int", "c_mediumint": "mediumint",
-                                  "c_smallint": "smallint", "c_tinyint": "tinyint", "id": "int"}
+    assert event.column_types == {
+        "c_bigint": "bigint",
+        "c_int": "int",
+        "c_mediumint": "mediumint",
+        "c_smallint": "smallint",
+        "c_tinyint": "tinyint",
+        "id": "int",
+    }
 
 
 def test_vector_09_binary_is_iso_8859_1():
     v = load_vector("canal_json_09_binary_iso8859_1_value.json")
     content = v["content"]
     fragment = content["json_fragment"].replace('": "', '":"', 1)
-    value = ('{"id":0,"database":"d","table":"t","pkNames":[],"isDdl":false,"type":"INSERT","es":1,"ts":1,'
-             '"sql":"","sqlType":{"c_varbinary":2004},"mysqlType":{"c_varbinary":"varbinary"},"old":null,'
-             '"data":[{' + fragment + '}]}').encode("utf-8")
+    value = (
+        '{"id":0,"database":"d","table":"t","pkNames":[],"isDdl":false,"type":"INSERT","es":1,"ts":1,'
+        '"sql":"","sqlType":{"c_varbinary":2004},"mysqlType":{"c_varbinary":"varbinary"},"old":null,'
+        '"data":[{' + fragment + "}]}"
+    ).encode("utf-8")
     [event] = decode(value)
     raw = bytes(content["expected_bytes_dec"])
     assert raw.hex() == content["expected_bytes_hex"]
@@ -145,12 +217,29 @@ def test_vector_09_binary_is_iso_8859_1():
 
 # Vector 06 lists TiDB column types and flags; mysqlType is what TiCDC's GetMySQLType writes for them.
 _TIDB_TYPE_NAMES = {
-    "TypeTiny": "tinyint", "TypeShort": "smallint", "TypeInt24": "mediumint", "TypeLong": "int",
-    "TypeLonglong": "bigint", "TypeFloat": "float", "TypeDouble": "double", "TypeNewDecimal": "decimal",
-    "TypeVarchar": "varchar", "TypeString": "char", "TypeTinyBlob": "tinytext", "TypeBlob": "text",
-    "TypeMediumBlob": "mediumtext", "TypeLongBlob": "longtext", "TypeDate": "date", "TypeDatetime": "datetime",
-    "TypeTimestamp": "timestamp", "TypeDuration": "time", "TypeYear": "year", "TypeEnum": "enum",
-    "TypeSet": "set", "TypeBit": "bit", "TypeJSON": "json",
+    "TypeTiny": "tinyint",
+    "TypeShort": "smallint",
+    "TypeInt24": "mediumint",
+    "TypeLong": "int",
+    "TypeLonglong": "bigint",
+    "TypeFloat": "float",
+    "TypeDouble": "double",
+    "TypeNewDecimal": "decimal",
+    "TypeVarchar": "varchar",
+    "TypeString": "char",
+    "TypeTinyBlob": "tinytext",
+    "TypeBlob": "text",
+    "TypeMediumBlob": "mediumtext",
+    "TypeLongBlob": "longtext",
+    "TypeDate": "date",
+    "TypeDatetime": "datetime",
+    "TypeTimestamp": "timestamp",
+    "TypeDuration": "time",
+    "TypeYear": "year",
+    "TypeEnum": "enum",
+    "TypeSet": "set",
+    "TypeBit": "bit",
+    "TypeJSON": "json",
 }
 
 
@@ -182,9 +271,22 @@ def _vector_06_message(rows: list[dict]) -> tuple[bytes, dict]:
         else:
             data[name] = row["expected_encoded_canal_string"]
             canonical[name] = row["expected_encoded_canal_string"]
-    message = {"id": 0, "database": "test", "table": "t", "pkNames": ["t"], "isDdl": False, "type": "INSERT",
-               "es": 1, "ts": 1, "sql": "", "sqlType": None, "mysqlType": types, "old": None, "data": [data],
-               "_tidb": {"commitTs": 7 * TSO}}
+    message = {
+        "id": 0,
+        "database": "test",
+        "table": "t",
+        "pkNames": ["t"],
+        "isDdl": False,
+        "type": "INSERT",
+        "es": 1,
+        "ts": 1,
+        "sql": "",
+        "sqlType": None,
+        "mysqlType": types,
+        "old": None,
+        "data": [data],
+        "_tidb": {"commitTs": 7 * TSO},
+    }
     return orjson.dumps(message), canonical
 
 
@@ -196,7 +298,11 @@ def test_vector_06_every_column_value():
     # spot checks of the rendering rules the table states
     after = event.after
     assert (after["biu2"], after["floatT"], after["doubleT"], after["decimalT"]) == (
-        "9223372036854775808", "3.14", "2.71", "2333")
+        "9223372036854775808",
+        "3.14",
+        "2.71",
+        "2333",
+    )
     assert (after["enumT"], after["setT"], after["bitT"], after["yearT"]) == ("1", "2", "65", "2020")
     assert after["binaryT"] == base64.b64encode("测试Binary".encode()).decode()
     assert after["varcharT"] == "测试Varchar" and after["jsonT"] == '{"key1": "value1"}'
@@ -215,6 +321,7 @@ def test_vector_06_timestamp_is_converted_from_the_changefeed_zone():
 
 # ---- (b) the simulator writes the reference bytes ------------------------------------------------
 
+
 def _encoder(build_ms: int | None = None, **options) -> CanalJsonEncoder:
     encoder = CanalJsonEncoder(options)
     if build_ms is not None:
@@ -232,25 +339,40 @@ def test_simulator_writes_vector_04_watermark_bytes():
 
 def test_simulator_writes_vector_05_ddl_bytes():
     v = load_vector("canal_json_05_ddl_create_tidb_ext.json")
-    ddl = Ddl(commit_ts=417318403368288260, database="cdc", table="person", sql=v["expected"]["query"],
-              ddl_type="create_table")
+    ddl = Ddl(
+        commit_ts=417318403368288260,
+        database="cdc",
+        table="person",
+        sql=v["expected"]["query"],
+        ddl_type="create_table",
+    )
     [(_, value, _)] = _encoder(1469579899, **{"enable-tidb-extension": True}).encode([ddl])
     assert value == compact(v["kafka_value"])
 
 
 def test_simulator_writes_vector_07_ddl_layout():
     v = load_vector("canal_json_07_ddl_drop_database_doc.json")
-    ddl = Ddl(commit_ts=429918007904436226, database="test", table=None, sql=v["expected"]["query"],
-              ddl_type="drop_database")
+    ddl = Ddl(
+        commit_ts=429918007904436226, database="test", table=None, sql=v["expected"]["query"], ddl_type="drop_database"
+    )
     [(_, value, _)] = _encoder(1639633095489, **{"enable-tidb-extension": True}).encode([ddl])
     reference = json.loads(v["kafka_value"])
     reference["es"] = 429918007904436226 >> 18  # the docs reuse one TSO; TiCDC writes commitTs >> 18
     assert value == json.dumps(reference, separators=(",", ":")).encode()
 
 
-EMPLOYEE = Table("test", "employee", (
-    Column("FirstName", "varchar(64)"), Column("HireDate", "date"), Column("LastName", "varchar(64)"),
-    Column("OfficeLocation", "varchar(64)"), Column("id", "int", nullable=False)), key=("id",))
+EMPLOYEE = Table(
+    "test",
+    "employee",
+    (
+        Column("FirstName", "varchar(64)"),
+        Column("HireDate", "date"),
+        Column("LastName", "varchar(64)"),
+        Column("OfficeLocation", "varchar(64)"),
+        Column("id", "int", nullable=False),
+    ),
+    key=("id",),
+)
 
 
 def _employee(first="Bob", hired=dt.date(2014, 6, 4), office="New York"):
@@ -270,16 +392,31 @@ def _tidb_row_layout(text: str, build_ms: int) -> bytes:
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-@pytest.mark.parametrize("name,change", [
-    ("canal_json_01_employee_insert.json",
-     RowChange(1668067205238 << 18, "insert", EMPLOYEE, after=_employee())),
-    ("canal_json_02_employee_update.json",
-     RowChange(1668067229137 << 18, "update", EMPLOYEE, before=_employee(),
-               after=_employee(hired=dt.date(2015, 10, 8), office="Los Angeles"))),
-    ("canal_json_03_employee_delete.json",
-     RowChange(1668067230388 << 18, "delete", EMPLOYEE,
-               before=_employee(hired=dt.date(2015, 10, 8), office="Los Angeles"))),
-])
+@pytest.mark.parametrize(
+    "name,change",
+    [
+        ("canal_json_01_employee_insert.json", RowChange(1668067205238 << 18, "insert", EMPLOYEE, after=_employee())),
+        (
+            "canal_json_02_employee_update.json",
+            RowChange(
+                1668067229137 << 18,
+                "update",
+                EMPLOYEE,
+                before=_employee(),
+                after=_employee(hired=dt.date(2015, 10, 8), office="Los Angeles"),
+            ),
+        ),
+        (
+            "canal_json_03_employee_delete.json",
+            RowChange(
+                1668067230388 << 18,
+                "delete",
+                EMPLOYEE,
+                before=_employee(hired=dt.date(2015, 10, 8), office="Los Angeles"),
+            ),
+        ),
+    ],
+)
 def test_simulator_writes_vector_row_bytes(name, change):
     v = load_vector(name)
     build_ms = json.loads(v["kafka_value"])["ts"]
@@ -306,7 +443,9 @@ def test_simulator_writes_vector_08_row_with_extension():
 def test_simulator_writes_vector_09_binary_fragment():
     v = load_vector("canal_json_09_binary_iso8859_1_value.json")
     table = Table("test", "t", (Column("id", "int"), Column("c_varbinary", "varbinary(16)")), key=("id",))
-    change = RowChange(5 * TSO, "insert", table, after={"id": 1, "c_varbinary": bytes(v["content"]["expected_bytes_dec"])})
+    change = RowChange(
+        5 * TSO, "insert", table, after={"id": 1, "c_varbinary": bytes(v["content"]["expected_bytes_dec"])}
+    )
     [(_, value, _)] = _encoder().encode([change])
     fragment = v["content"]["json_fragment"].replace('": "', '":"', 1)
     assert fragment.encode("utf-8") in value
@@ -314,46 +453,124 @@ def test_simulator_writes_vector_09_binary_fragment():
 
 
 def test_go_string_escaping():
-    assert go_string('a<b>&"\\\n\r\t\x00\x1f\x7f\u2028é') == '"a\\u003cb\\u003e\\u0026\\"\\\\\\n\\r\\t\\u0000\\u001f\x7f\\u2028é"'
+    assert (
+        go_string('a<b>&"\\\n\r\t\x00\x1f\x7f\u2028é')
+        == '"a\\u003cb\\u003e\\u0026\\"\\\\\\n\\r\\t\\u0000\\u001f\x7f\\u2028é"'
+    )
 
 
 # ---- (c) round trip through the simulator --------------------------------------------------------
 
-ALL_TYPES = Table("shop", "all_types", (
-    Column("id", "bigint unsigned", nullable=False),
-    Column("ti", "tinyint"), Column("tiu", "tinyint unsigned"), Column("si", "smallint"),
-    Column("siu", "smallint unsigned"), Column("mi", "mediumint"), Column("miu", "mediumint unsigned"),
-    Column("i", "int"), Column("iu", "int unsigned"), Column("bi", "bigint"), Column("biu", "bigint unsigned"),
-    Column("dec", "decimal(20,6)"), Column("dec0", "decimal(10,0)"), Column("f", "float"), Column("d", "double"),
-    Column("b", "bit(64)"), Column("dt", "date"), Column("dtm", "datetime(6)"), Column("ts", "timestamp(3)"),
-    Column("tm", "time(2)"), Column("yr", "year"), Column("c", "char(10)"), Column("vc", "varchar(200)"),
-    Column("tx", "text"), Column("bn", "binary(4)"), Column("vb", "varbinary(300)"), Column("bl", "blob"),
-    Column("en", "enum('a','b''s','c')"), Column("st", "set('x','y','z')"), Column("js", "json"),
-), key=("id",))
+ALL_TYPES = Table(
+    "shop",
+    "all_types",
+    (
+        Column("id", "bigint unsigned", nullable=False),
+        Column("ti", "tinyint"),
+        Column("tiu", "tinyint unsigned"),
+        Column("si", "smallint"),
+        Column("siu", "smallint unsigned"),
+        Column("mi", "mediumint"),
+        Column("miu", "mediumint unsigned"),
+        Column("i", "int"),
+        Column("iu", "int unsigned"),
+        Column("bi", "bigint"),
+        Column("biu", "bigint unsigned"),
+        Column("dec", "decimal(20,6)"),
+        Column("dec0", "decimal(10,0)"),
+        Column("f", "float"),
+        Column("d", "double"),
+        Column("b", "bit(64)"),
+        Column("dt", "date"),
+        Column("dtm", "datetime(6)"),
+        Column("ts", "timestamp(3)"),
+        Column("tm", "time(2)"),
+        Column("yr", "year"),
+        Column("c", "char(10)"),
+        Column("vc", "varchar(200)"),
+        Column("tx", "text"),
+        Column("bn", "binary(4)"),
+        Column("vb", "varbinary(300)"),
+        Column("bl", "blob"),
+        Column("en", "enum('a','b''s','c')"),
+        Column("st", "set('x','y','z')"),
+        Column("js", "json"),
+    ),
+    key=("id",),
+)
 
 FULL_ROW = {
-    "id": 18446744073709551615, "ti": -128, "tiu": 255, "si": -32768, "siu": 65535, "mi": -8388608,
-    "miu": 16777215, "i": -2147483648, "iu": 4294967295, "bi": -9223372036854775808, "biu": 18446744073709551615,
-    "dec": Decimal("-12345678901234.123456"), "dec0": Decimal("9999999999"), "f": 1.1, "d": 3.141592653589793,
-    "b": (1 << 64) - 1, "dt": dt.date(2024, 2, 29), "dtm": dt.datetime(2024, 2, 29, 23, 59, 59, 123456),
-    "ts": dt.datetime(2024, 7, 1, 3, 30, 0, 123000), "tm": -dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=990000),
-    "yr": 1901, "c": "héllo", "vc": '日本語 <tag> & "q" \\ \n\t\u2028 😀', "tx": "a\x00b\x1fc",
-    "bn": b"\x00\x01\xfe\xff", "vb": bytes(range(256)), "bl": bytes(range(255, -1, -1)), "en": "b's",
-    "st": ("x", "z"), "js": '{"k": [1, 2.5, "<&>"], "n": null}',
+    "id": 18446744073709551615,
+    "ti": -128,
+    "tiu": 255,
+    "si": -32768,
+    "siu": 65535,
+    "mi": -8388608,
+    "miu": 16777215,
+    "i": -2147483648,
+    "iu": 4294967295,
+    "bi": -9223372036854775808,
+    "biu": 18446744073709551615,
+    "dec": Decimal("-12345678901234.123456"),
+    "dec0": Decimal("9999999999"),
+    "f": 1.1,
+    "d": 3.141592653589793,
+    "b": (1 << 64) - 1,
+    "dt": dt.date(2024, 2, 29),
+    "dtm": dt.datetime(2024, 2, 29, 23, 59, 59, 123456),
+    "ts": dt.datetime(2024, 7, 1, 3, 30, 0, 123000),
+    "tm": -dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=990000),
+    "yr": 1901,
+    "c": "héllo",
+    "vc": '日本語 <tag> & "q" \\ \n\t\u2028 😀',
+    "tx": "a\x00b\x1fc",
+    "bn": b"\x00\x01\xfe\xff",
+    "vb": bytes(range(256)),
+    "bl": bytes(range(255, -1, -1)),
+    "en": "b's",
+    "st": ("x", "z"),
+    "js": '{"k": [1, 2.5, "<&>"], "n": null}',
 }
 NULL_ROW = {c.name: None for c in ALL_TYPES.columns} | {"id": 2}
-SMALL_ROW = {"id": 3, "ti": 0, "tiu": 0, "f": 3.4028234663852886e38, "d": 1e-300, "dec": Decimal("0.000001"),
-             "dec0": Decimal("0"), "yr": 0, "vc": "", "vb": b"", "b": 0, "en": "a", "st": (), "tm": dt.timedelta(0),
-             "ts": dt.datetime(1970, 1, 1, 0, 0, 1), "dtm": dt.datetime(1000, 1, 1)}
+SMALL_ROW = {
+    "id": 3,
+    "ti": 0,
+    "tiu": 0,
+    "f": 3.4028234663852886e38,
+    "d": 1e-300,
+    "dec": Decimal("0.000001"),
+    "dec0": Decimal("0"),
+    "yr": 0,
+    "vc": "",
+    "vb": b"",
+    "b": 0,
+    "en": "a",
+    "st": (),
+    "tm": dt.timedelta(0),
+    "ts": dt.datetime(1970, 1, 1, 0, 0, 1),
+    "dtm": dt.datetime(1000, 1, 1),
+}
 
 
 def _stream() -> list:
     full = FULL_ROW
-    changed = full | {"vc": "changed", "f": -2.5, "ts": dt.datetime(2038, 1, 19, 3, 14, 7, 999000), "en": "c", "bl": None}
+    changed = full | {
+        "vc": "changed",
+        "f": -2.5,
+        "ts": dt.datetime(2038, 1, 19, 3, 14, 7, 999000),
+        "en": "c",
+        "bl": None,
+    }
     return [
         Bootstrap(ALL_TYPES),
-        Ddl(100 * TSO + 1, "shop", "all_types", "CREATE TABLE all_types (id bigint unsigned primary key)", "create_table",
-            table_after=ALL_TYPES),
+        Ddl(
+            100 * TSO + 1,
+            "shop",
+            "all_types",
+            "CREATE TABLE all_types (id bigint unsigned primary key)",
+            "create_table",
+            table_after=ALL_TYPES,
+        ),
         RowChange(200 * TSO + 5, "insert", ALL_TYPES, after=full),
         RowChange(200 * TSO + 5, "insert", ALL_TYPES, after=NULL_ROW),
         RowChange(201 * TSO + 7, "insert", ALL_TYPES, after=SMALL_ROW),
@@ -374,16 +591,32 @@ OPTION_SETS = {
     "content-compatible": {"enable-tidb-extension": True, "content-compatible": True, "time-zone": "Asia/Shanghai"},
     "only-updated": {"only-output-updated-columns": True, "time-zone": "Europe/Berlin"},
     "snappy": {"enable-tidb-extension": True, "large-message-handle-compression": "snappy", "time-zone": "Asia/Tokyo"},
-    "lz4-content-compatible": {"content-compatible": True, "large-message-handle-compression": "lz4",
-                               "time-zone": "America/New_York"},
-    "handle-key-only": {"enable-tidb-extension": True, "large-message-handle-option": "handle-key-only",
-                        "large-message-threshold": 1500, "time-zone": "Asia/Kolkata"},
-    "claim-check": {"enable-tidb-extension": True, "large-message-handle-option": "claim-check",
-                    "large-message-threshold": 1500, "large-message-handle-compression": "lz4",
-                    "time-zone": "Asia/Kolkata"},
-    "claim-check-raw": {"enable-tidb-extension": True, "large-message-handle-option": "claim-check",
-                        "large-message-threshold": 1500, "claim-check-raw-value": True,
-                        "only-output-updated-columns": True, "time-zone": "UTC"},
+    "lz4-content-compatible": {
+        "content-compatible": True,
+        "large-message-handle-compression": "lz4",
+        "time-zone": "America/New_York",
+    },
+    "handle-key-only": {
+        "enable-tidb-extension": True,
+        "large-message-handle-option": "handle-key-only",
+        "large-message-threshold": 1500,
+        "time-zone": "Asia/Kolkata",
+    },
+    "claim-check": {
+        "enable-tidb-extension": True,
+        "large-message-handle-option": "claim-check",
+        "large-message-threshold": 1500,
+        "large-message-handle-compression": "lz4",
+        "time-zone": "Asia/Kolkata",
+    },
+    "claim-check-raw": {
+        "enable-tidb-extension": True,
+        "large-message-handle-option": "claim-check",
+        "large-message-threshold": 1500,
+        "claim-check-raw-value": True,
+        "only-output-updated-columns": True,
+        "time-zone": "UTC",
+    },
 }
 
 
@@ -428,7 +661,13 @@ def test_round_trip_values_are_canonical():
     assert full["en"] == "b's" and full["st"] == "x,z" and full["bn"] == "AAH+/w=="
     assert events[1].column_types["dec"] == "decimal(20,6)" and events[1].flags == []
     small = events[3].after
-    assert (small["yr"], small["vc"], small["vb"], small["f"], small["d"]) == ("0000", "", "", "3.4028235e+38", "1e-300")
+    assert (small["yr"], small["vc"], small["vb"], small["f"], small["d"]) == (
+        "0000",
+        "",
+        "",
+        "3.4028235e+38",
+        "1e-300",
+    )
     assert (small["st"], small["dec0"], small["tm"]) == ("", "0", "00:00:00.00")
     update = events[5]
     assert update.before["vc"] == full["vc"] and update.after["vc"] == "changed" and update.after["bl"] is None
@@ -442,7 +681,11 @@ def test_plain_options_lose_what_the_docstring_says():
     events = [e for m in messages for e in decoder.decode(m.key, m.value)]
     assert [e.kind for e in events] == ["ddl"] + ["row"] * 7 + ["ddl", "row", "ddl"]
     insert = events[1]
-    assert insert.commit_ts == 200 * TSO and sorted(insert.flags) == ["commit_ts_inferred", "enum_index", "types_partial"]
+    assert insert.commit_ts == 200 * TSO and sorted(insert.flags) == [
+        "commit_ts_inferred",
+        "enum_index",
+        "types_partial",
+    ]
     assert insert.after["en"] == "2" and insert.after["st"] == "5" and insert.column_types["dec"] == "decimal"
     assert insert.after["ts"] == "2024-07-01 03:30:00.123"
     assert events[0].table_schema is None and events[-1].table is None
@@ -458,37 +701,54 @@ def test_composite_key_is_in_column_order():
 
 # ---- DDL classification --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("canal_type,sql,ddl_type", [
-    ("CREATE", "CREATE TABLE `a`.`b` (id int)", "create_table"),
-    ("ERASE", "DROP TABLE IF EXISTS b", "drop_table"),
-    ("RENAME", "RENAME TABLE a TO b", "rename_table"),
-    ("ALTER", "ALTER TABLE a RENAME TO b", "rename_table"),
-    ("TRUNCATE", "TRUNCATE TABLE b", "truncate_table"),
-    ("ALTER", "ALTER TABLE `db`.`t` ADD COLUMN c int", "add_column"),
-    ("ALTER", "alter table t add c int", "add_column"),
-    ("ALTER", "ALTER TABLE t DROP COLUMN c", "drop_column"),
-    ("ALTER", "ALTER TABLE t MODIFY COLUMN c bigint", "modify_column"),
-    ("ALTER", "ALTER TABLE t CHANGE c c bigint", "modify_column"),
-    ("ALTER", "ALTER TABLE t CHANGE COLUMN c d bigint", "rename_column"),
-    ("ALTER", "ALTER TABLE t RENAME COLUMN c TO d", "rename_column"),
-    ("CINDEX", "ALTER TABLE t ADD INDEX i (c)", "create_index"),
-    ("CINDEX", "CREATE UNIQUE INDEX i ON t (c)", "create_index"),
-    ("DINDEX", "DROP INDEX i ON t", "drop_index"),
-    ("DINDEX", "ALTER TABLE t DROP INDEX i", "drop_index"),
-    ("QUERY", "CREATE DATABASE IF NOT EXISTS d", "create_database"),
-    ("QUERY", "/* comment */ drop schema d", "drop_database"),
-    ("QUERY", "CREATE VIEW v AS SELECT 1", "other"),
-    ("ALTER", "ALTER TABLE t COMMENT = 'x'", "other"),
-])
+
+@pytest.mark.parametrize(
+    "canal_type,sql,ddl_type",
+    [
+        ("CREATE", "CREATE TABLE `a`.`b` (id int)", "create_table"),
+        ("ERASE", "DROP TABLE IF EXISTS b", "drop_table"),
+        ("RENAME", "RENAME TABLE a TO b", "rename_table"),
+        ("ALTER", "ALTER TABLE a RENAME TO b", "rename_table"),
+        ("TRUNCATE", "TRUNCATE TABLE b", "truncate_table"),
+        ("ALTER", "ALTER TABLE `db`.`t` ADD COLUMN c int", "add_column"),
+        ("ALTER", "alter table t add c int", "add_column"),
+        ("ALTER", "ALTER TABLE t DROP COLUMN c", "drop_column"),
+        ("ALTER", "ALTER TABLE t MODIFY COLUMN c bigint", "modify_column"),
+        ("ALTER", "ALTER TABLE t CHANGE c c bigint", "modify_column"),
+        ("ALTER", "ALTER TABLE t CHANGE COLUMN c d bigint", "rename_column"),
+        ("ALTER", "ALTER TABLE t RENAME COLUMN c TO d", "rename_column"),
+        ("CINDEX", "ALTER TABLE t ADD INDEX i (c)", "create_index"),
+        ("CINDEX", "CREATE UNIQUE INDEX i ON t (c)", "create_index"),
+        ("DINDEX", "DROP INDEX i ON t", "drop_index"),
+        ("DINDEX", "ALTER TABLE t DROP INDEX i", "drop_index"),
+        ("QUERY", "CREATE DATABASE IF NOT EXISTS d", "create_database"),
+        ("QUERY", "/* comment */ drop schema d", "drop_database"),
+        ("QUERY", "CREATE VIEW v AS SELECT 1", "other"),
+        ("ALTER", "ALTER TABLE t COMMENT = 'x'", "other"),
+    ],
+)
 def test_ddl_types(canal_type, sql, ddl_type):
     assert classify_ddl(canal_type, sql) == ddl_type
 
 
 # ---- (d) malformed input -------------------------------------------------------------------------
 
-ROW = {"id": 0, "database": "d", "table": "t", "pkNames": ["id"], "isDdl": False, "type": "INSERT", "es": 1, "ts": 1,
-       "sql": "", "sqlType": {"id": 4}, "mysqlType": {"id": "int", "e": "enum", "b": "varbinary"}, "old": None,
-       "data": [{"id": "1", "e": "1", "b": "x"}], "_tidb": {"commitTs": 5}}
+ROW = {
+    "id": 0,
+    "database": "d",
+    "table": "t",
+    "pkNames": ["id"],
+    "isDdl": False,
+    "type": "INSERT",
+    "es": 1,
+    "ts": 1,
+    "sql": "",
+    "sqlType": {"id": 4},
+    "mysqlType": {"id": "int", "e": "enum", "b": "varbinary"},
+    "old": None,
+    "data": [{"id": "1", "e": "1", "b": "x"}],
+    "_tidb": {"commitTs": 5},
+}
 
 
 def _row(**changes) -> bytes:
@@ -505,38 +765,41 @@ def _row(**changes) -> bytes:
     return orjson.dumps(doc)
 
 
-@pytest.mark.parametrize("value,where", [
-    (b"", "value"),
-    (b"not json", "value"),
-    (_row()[:-7], "value"),
-    (b"[1, 2]", "value"),
-    (_row(isDdl=KeyError), "isDdl"),
-    (_row(isDdl="false"), "isDdl"),
-    (_row(type=3), "type"),
-    (_row(type="UPSERT"), "type"),
-    (_row(database=None), "database"),
-    (_row(data=None), "data"),
-    (_row(data=[]), "data"),
-    (_row(data=["row"]), "data[0]"),
-    (_row(type="UPDATE"), "old"),
-    (_row(mysqlType=["int"]), "mysqlType"),
-    (_row(mysqlType__id=11), "mysqlType.id"),
-    (_row(mysqlType__id="geometry"), "mysqlType.id"),
-    (_row(data__0__zz="1"), "data[0].zz"),
-    (_row(data__0__id="12a"), "data[0].id"),
-    (_row(data__0__id=12), "data[0].id"),
-    (_row(data__0__id=""), "data[0].id"),
-    (_row(data__0__b="日本"), "data[0].b"),
-    (_row(pkNames="id"), "pkNames"),
-    (_row(_tidb__commitTs="5"), "_tidb.commitTs"),
-    (_row(_tidb=KeyError, es="1"), "es"),
-    (_row(_tidb=[1]), "_tidb"),
-    (_row(_tidb__claimCheckLocation=7), "_tidb.claimCheckLocation"),
-    (_row(_tidb__claimCheckLocation="/nonexistent/canal/x.json"), "claimCheckLocation"),
-    (_row(isDdl=True, sql=""), "sql"),
-    (_row(type="TIDB_WATERMARK", _tidb={"watermarkTs": -1}), "_tidb.watermarkTs"),
-    (_row(type="TIDB_WATERMARK", _tidb=KeyError), "_tidb.watermarkTs"),
-])
+@pytest.mark.parametrize(
+    "value,where",
+    [
+        (b"", "value"),
+        (b"not json", "value"),
+        (_row()[:-7], "value"),
+        (b"[1, 2]", "value"),
+        (_row(isDdl=KeyError), "isDdl"),
+        (_row(isDdl="false"), "isDdl"),
+        (_row(type=3), "type"),
+        (_row(type="UPSERT"), "type"),
+        (_row(database=None), "database"),
+        (_row(data=None), "data"),
+        (_row(data=[]), "data"),
+        (_row(data=["row"]), "data[0]"),
+        (_row(type="UPDATE"), "old"),
+        (_row(mysqlType=["int"]), "mysqlType"),
+        (_row(mysqlType__id=11), "mysqlType.id"),
+        (_row(mysqlType__id="geometry"), "mysqlType.id"),
+        (_row(data__0__zz="1"), "data[0].zz"),
+        (_row(data__0__id="12a"), "data[0].id"),
+        (_row(data__0__id=12), "data[0].id"),
+        (_row(data__0__id=""), "data[0].id"),
+        (_row(data__0__b="日本"), "data[0].b"),
+        (_row(pkNames="id"), "pkNames"),
+        (_row(_tidb__commitTs="5"), "_tidb.commitTs"),
+        (_row(_tidb=KeyError, es="1"), "es"),
+        (_row(_tidb=[1]), "_tidb"),
+        (_row(_tidb__claimCheckLocation=7), "_tidb.claimCheckLocation"),
+        (_row(_tidb__claimCheckLocation="/nonexistent/canal/x.json"), "claimCheckLocation"),
+        (_row(isDdl=True, sql=""), "sql"),
+        (_row(type="TIDB_WATERMARK", _tidb={"watermarkTs": -1}), "_tidb.watermarkTs"),
+        (_row(type="TIDB_WATERMARK", _tidb=KeyError), "_tidb.watermarkTs"),
+    ],
+)
 def test_malformed_messages_raise_decode_error(value, where):
     with pytest.raises(DecodeError) as info:
         decode(value)

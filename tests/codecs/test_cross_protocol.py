@@ -12,27 +12,38 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.codecs import ChangeEvent, decoder_class, make_decoder
-from spark_jobs.codecs.values import enum_elements, fsp_of, text_double, text_enum, text_set
-from spark_jobs.simulator import avro as avro_sim
-from spark_jobs.simulator import canal_json as canal_sim
-from spark_jobs.simulator import debezium as debezium_sim
-from spark_jobs.simulator import open_protocol as open_sim
-from spark_jobs.simulator import simple as simple_sim
-from spark_jobs.simulator.model import (
-    Bootstrap, Column, Ddl, RowChange, Table, Watermark, expected_event, split_key_changing_updates,
+from spark_jobs.codecs import (
+    PROTOCOLS,
+    ChangeEvent,
+    decoder_class,
+    make_decoder,
 )
-from spark_jobs.simulator.stream import EXTENSION_OPTIONS, encode_stream, make_encoder, partition_events
-from tests.support.schema_registry import running_registry
-
-from spark_jobs.codecs import PROTOCOLS  # noqa: E402
+from spark_jobs.codecs.values import enum_elements, fsp_of, text_double, text_enum, text_set
+from spark_jobs.devkit.registry import running_registry
+from spark_jobs.devkit.simulator import avro as avro_sim
+from spark_jobs.devkit.simulator import canal_json as canal_sim
+from spark_jobs.devkit.simulator import debezium as debezium_sim
+from spark_jobs.devkit.simulator import open_protocol as open_sim
+from spark_jobs.devkit.simulator import simple as simple_sim
+from spark_jobs.devkit.simulator.model import (
+    Bootstrap,
+    Column,
+    Ddl,
+    RowChange,
+    Table,
+    Watermark,
+    expected_event,
+    split_key_changing_updates,
+)
+from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream, make_encoder, partition_events
 
 # The option set each variant runs with: the TiDB extension on wherever the protocol has one.
 
@@ -104,17 +115,24 @@ def column_types(draw, key: bool = False) -> str:
     if kind == "blob":
         return draw(st.sampled_from(["tinyblob", "blob", "mediumblob", "longblob"]))
     if kind in ("enum", "set"):
-        labels = draw(st.lists(_LABEL.filter(lambda s: "," not in s and s == s.rstrip()), min_size=1, max_size=5,
-                               unique=True))
+        labels = draw(
+            st.lists(_LABEL.filter(lambda s: "," not in s and s == s.rstrip()), min_size=1, max_size=5, unique=True)
+        )
         return f"{kind}(" + ",".join(_quote(label) for label in labels) + ")"
     return kind
 
 
 def _json_values():
-    scalars = st.none() | st.booleans() | st.integers(-2 ** 53, 2 ** 53) | _TEXT | st.floats(
-        allow_nan=False, allow_infinity=False).filter(lambda x: x == x and abs(x) < 1e300 and x != 0)
-    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
-                        max_leaves=6)
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**53), 2**53)
+        | _TEXT
+        | st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: x == x and abs(x) < 1e300 and x != 0)
+    )
+    return st.recursive(
+        scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3), max_leaves=6
+    )
 
 
 def values_of(column: Column) -> st.SearchStrategy:
@@ -124,7 +142,7 @@ def values_of(column: Column) -> st.SearchStrategy:
         return st.integers(*_int_range(base, unsigned))
     if base == "decimal":
         precision, scale = (int(p) for p in definition[8:-1].split(","))
-        limit = 10 ** precision - 1
+        limit = 10**precision - 1
         return st.integers(-limit, limit).map(lambda n: Decimal(f"{n}E-{scale}"))  # exact: no 28-digit context
     if base == "float":
         return st.floats(width=32, allow_nan=False, allow_infinity=False)
@@ -137,16 +155,19 @@ def values_of(column: Column) -> st.SearchStrategy:
     fsp = fsp_of(definition)
     if base == "datetime":
         return st.datetimes(dt.datetime(1000, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)).map(
-            lambda v: v.replace(microsecond=_truncate(v.microsecond, fsp)))
+            lambda v: v.replace(microsecond=_truncate(v.microsecond, fsp))
+        )
     if base == "timestamp":
         return st.datetimes(_TS_MIN, _TS_MAX).map(lambda v: v.replace(microsecond=_truncate(v.microsecond, fsp)))
     if base == "time":
         unit = 10 ** (6 - fsp)
-        return st.integers(-_TIME_MAX_US // unit, _TIME_MAX_US // unit).map(lambda n: dt.timedelta(microseconds=n * unit))
+        return st.integers(-_TIME_MAX_US // unit, _TIME_MAX_US // unit).map(
+            lambda n: dt.timedelta(microseconds=n * unit)
+        )
     if base == "year":
         return st.just(0) | st.integers(1901, 2155)
     if base in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext"):
-        size = int(definition[definition.index("(") + 1:-1]) if "(" in definition else 40
+        size = int(definition[definition.index("(") + 1 : -1]) if "(" in definition else 40
         text = st.text(max_size=min(size, 40))
         return text.map(str.rstrip) if base == "char" else text
     if base == "binary":
@@ -177,8 +198,11 @@ def tables(draw) -> Table:
     for i in range(count):
         is_key = i in key_positions
         definition = draw(column_types(key=is_key))
-        columns.append(Column(f"c{i}_{definition.split('(')[0].split()[0]}", definition,
-                              nullable=not is_key and draw(st.booleans())))
+        columns.append(
+            Column(
+                f"c{i}_{definition.split('(')[0].split()[0]}", definition, nullable=not is_key and draw(st.booleans())
+            )
+        )
     key = tuple(columns[i].name for i in key_positions)  # index order may differ from column order
     return Table(draw(_NAME), draw(_NAME), tuple(columns), key, table_id=draw(st.integers(1, 10_000)))
 
@@ -213,8 +237,10 @@ def streams(draw) -> list:
         return physical << 18 | logical
 
     table = Table(table.database, table.name, table.columns, table.key, table.table_id, schema_version=tso())
-    events: list = [Ddl(tso(), table.database, table.name, create_sql(table), "create_table", table_after=table),
-                    Bootstrap(table)]
+    events: list = [
+        Ddl(tso(), table.database, table.name, create_sql(table), "create_table", table_after=table),
+        Bootstrap(table),
+    ]
     live: dict[tuple, dict] = {}
     for _ in range(draw(st.integers(1, 20))):
         step = draw(st.integers(0, 3))
@@ -251,6 +277,7 @@ def streams(draw) -> list:
 
 # ---- encode, decode ------------------------------------------------------------------------------
 
+
 def _options(protocol: str, registry_url: str | None) -> dict[str, Any]:
     options = dict(EXTENSION_OPTIONS[protocol])
     if protocol == "avro":
@@ -267,8 +294,10 @@ def run(protocol: str, events: list, options: dict, partitions: int, dispatch: s
     for m in messages:
         got[m.partition].extend(e.to_dict() for e in decoders[m.partition].decode(m.key, m.value, list(m.headers)))
     ddl_to_all = make_encoder(protocol, options).DDL_TO_ALL_PARTITIONS
-    want = [[x.to_dict() for x in (EXPECTED[protocol](e, options) for e in part) if x is not None]
-            for part in partition_events(events, partitions, ddl_to_all=ddl_to_all, dispatch=dispatch)]
+    want = [
+        [x.to_dict() for x in (EXPECTED[protocol](e, options) for e in part) if x is not None]
+        for part in partition_events(events, partitions, ddl_to_all=ddl_to_all, dispatch=dispatch)
+    ]
     return got, want
 
 
@@ -276,6 +305,7 @@ def run(protocol: str, events: list, options: dict, partitions: int, dispatch: s
 # A projection takes an event dict (row events only) and the logical table and returns it with the
 # loss removed. Each is applied to that protocol's decoded rows AND to the lossless reference, so it
 # must be idempotent and leave lossless values alone where the loss does not apply.
+
 
 def _columns(table: Table, *bases: str):
     return [c for c in table.columns if c.base in bases]
@@ -304,6 +334,7 @@ def enum_labels(event: dict, table: Table) -> dict:
         if definition.startswith("enum"):
             return text_enum(int(text), elements)[0]
         return text_set(int(text), elements)[0]
+
     event["flags"] = [f for f in event["flags"] if f != "enum_index"]  # labels now: idempotent
     return _map_images(event, label, _columns(table, "enum", "set"))
 
@@ -321,6 +352,7 @@ def fraction_to_fsp(event: dict, table: Table) -> dict:
         whole, _, fraction = text.partition(".")
         fsp = fsp_of(definition)
         return whole + ("." + (fraction + "000000")[:fsp] if fsp else "")
+
     return _map_images(event, fit, _columns(table, "datetime", "time"))
 
 
@@ -391,8 +423,9 @@ def check_stream(events: list, registry_url: str, partitions: int = 1, dispatch:
         assert sum(map(len, rows)) == len(logical_rows), protocol
         # (b) the lossless reference, minus this protocol's documented losses, and nothing else
         for part_rows, part_reference in zip(rows, reference):
-            assert [project(e, table, LOSSES[protocol]) for e in part_rows] == \
-                   [project(e, table, LOSSES[protocol]) for e in part_reference], protocol
+            assert [project(e, table, LOSSES[protocol]) for e in part_rows] == [
+                project(e, table, LOSSES[protocol]) for e in part_reference
+            ], protocol
         # ... and all six identical once every documented loss is projected out
         projected = [[project(e, table, everything) for e in part] for part in rows]
         if common is None:
@@ -402,6 +435,7 @@ def check_stream(events: list, registry_url: str, partitions: int = 1, dispatch:
 
 # ---- the property ---------------------------------------------------------------------------------
 
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(events=streams(), partitions=st.integers(1, 3), dispatch=st.sampled_from(["table", "index-value"]))
 def test_every_protocol_decodes_the_same_stream(registry_url, events, partitions, dispatch):
@@ -410,25 +444,42 @@ def test_every_protocol_decodes_the_same_stream(registry_url, events, partitions
 
 # ---- edge values, fixed ---------------------------------------------------------------------------
 
-EDGE = Table("edge", "values", (
-    Column("id", "bigint unsigned", nullable=False),
-    Column("f", "float"), Column("d", "double"),
-    Column("vc", "varchar(255)"), Column("bl", "blob"), Column("vb", "varbinary(256)"),
-    Column("tm", "time"), Column("tm6", "time(6)"), Column("dtm6", "datetime(6)"), Column("ts6", "timestamp(6)"),
-    Column("dec", "decimal(12,4)"), Column("e", "enum('a','b')"), Column("s", "set('x','y')"),
-), key=("id",), schema_version=(1_700_000_000_000 << 18) + 1)
+EDGE = Table(
+    "edge",
+    "values",
+    (
+        Column("id", "bigint unsigned", nullable=False),
+        Column("f", "float"),
+        Column("d", "double"),
+        Column("vc", "varchar(255)"),
+        Column("bl", "blob"),
+        Column("vb", "varbinary(256)"),
+        Column("tm", "time"),
+        Column("tm6", "time(6)"),
+        Column("dtm6", "datetime(6)"),
+        Column("ts6", "timestamp(6)"),
+        Column("dec", "decimal(12,4)"),
+        Column("e", "enum('a','b')"),
+        Column("s", "set('x','y')"),
+    ),
+    key=("id",),
+    schema_version=(1_700_000_000_000 << 18) + 1,
+)
 EDGE_COLUMNS = {c.name: None for c in EDGE.columns}
 
 
 def _edge_stream(*rows: dict, updates: tuple = ()) -> list:
     base = 1_700_000_000_000 << 18
-    events: list = [Ddl(EDGE.schema_version, "edge", "values", create_sql(EDGE), "create_table", table_after=EDGE),
-                    Bootstrap(EDGE)]
+    events: list = [
+        Ddl(EDGE.schema_version, "edge", "values", create_sql(EDGE), "create_table", table_after=EDGE),
+        Bootstrap(EDGE),
+    ]
     for i, row in enumerate(rows):
         events.append(RowChange(base + (i + 1 << 18), "insert", EDGE, None, {**EDGE_COLUMNS, **row}))
     for i, (old, new) in enumerate(updates):
-        events.append(RowChange(base + (100 + i << 18) + 7, "update", EDGE, {**EDGE_COLUMNS, **old},
-                                {**EDGE_COLUMNS, **new}))
+        events.append(
+            RowChange(base + (100 + i << 18) + 7, "update", EDGE, {**EDGE_COLUMNS, **old}, {**EDGE_COLUMNS, **new})
+        )
     events.append(Watermark(base + (1000 << 18)))
     return events
 
@@ -438,9 +489,14 @@ FLOAT_MAX = 3.4028234663852886e38
 
 
 def test_bigint_unsigned_max_and_float_max(registry_url):
-    check_stream(_edge_stream({"id": BIGINT_UNSIGNED_MAX, "f": FLOAT_MAX, "d": 1.7976931348623157e308},
-                              {"id": 1 << 63, "f": -FLOAT_MAX, "d": 5e-324},
-                              updates=(({"id": 1 << 63}, {"id": 1 << 63, "f": 1.1, "d": 0.1}),)), registry_url)
+    check_stream(
+        _edge_stream(
+            {"id": BIGINT_UNSIGNED_MAX, "f": FLOAT_MAX, "d": 1.7976931348623157e308},
+            {"id": 1 << 63, "f": -FLOAT_MAX, "d": 5e-324},
+            updates=(({"id": 1 << 63}, {"id": 1 << 63, "f": 1.1, "d": 0.1}),),
+        ),
+        registry_url,
+    )
 
 
 def test_negative_zero(registry_url):
@@ -448,28 +504,49 @@ def test_negative_zero(registry_url):
 
 
 def test_empty_string_is_not_null(registry_url):
-    check_stream(_edge_stream({"id": 1, "vc": "", "bl": b"", "vb": b"", "e": "a", "s": ()},
-                              {"id": 2},
-                              updates=(({"id": 2}, {"id": 2, "vc": "", "bl": b""}),
-                                       ({"id": 1, "vc": "", "bl": b"", "vb": b"", "e": "a", "s": ()}, {"id": 1}))),
-                 registry_url)
+    check_stream(
+        _edge_stream(
+            {"id": 1, "vc": "", "bl": b"", "vb": b"", "e": "a", "s": ()},
+            {"id": 2},
+            updates=(
+                ({"id": 2}, {"id": 2, "vc": "", "bl": b""}),
+                ({"id": 1, "vc": "", "bl": b"", "vb": b"", "e": "a", "s": ()}, {"id": 1}),
+            ),
+        ),
+        registry_url,
+    )
 
 
 def test_every_byte_value(registry_url):
     every = bytes(range(256))
-    check_stream(_edge_stream({"id": 1, "vb": every, "bl": every[::-1], "vc": "".join(map(chr, range(1, 256)))}),
-                 registry_url)
+    check_stream(
+        _edge_stream({"id": 1, "vb": every, "bl": every[::-1], "vc": "".join(map(chr, range(1, 256)))}), registry_url
+    )
 
 
 def test_time_extremes(registry_url):
     limit = dt.timedelta(hours=838, minutes=59, seconds=59)
-    check_stream(_edge_stream({"id": 1, "tm": -limit, "tm6": -limit}, {"id": 2, "tm": limit, "tm6": limit},
-                              {"id": 3, "tm": dt.timedelta(0), "tm6": dt.timedelta(microseconds=-1)}), registry_url)
+    check_stream(
+        _edge_stream(
+            {"id": 1, "tm": -limit, "tm6": -limit},
+            {"id": 2, "tm": limit, "tm6": limit},
+            {"id": 3, "tm": dt.timedelta(0), "tm6": dt.timedelta(microseconds=-1)},
+        ),
+        registry_url,
+    )
 
 
 def test_zero_fractional_digits(registry_url):
-    check_stream(_edge_stream({"id": 1, "tm6": dt.timedelta(hours=1), "dtm6": dt.datetime(2024, 1, 2, 3, 4, 5),
-                               "ts6": dt.datetime(2024, 1, 2, 3, 4, 5), "dec": Decimal("7")},
-                              {"id": 2, "dtm6": dt.datetime(1000, 1, 1), "ts6": dt.datetime(1970, 1, 1, 0, 0, 1),
-                               "dec": Decimal("0")}), registry_url)
-
+    check_stream(
+        _edge_stream(
+            {
+                "id": 1,
+                "tm6": dt.timedelta(hours=1),
+                "dtm6": dt.datetime(2024, 1, 2, 3, 4, 5),
+                "ts6": dt.datetime(2024, 1, 2, 3, 4, 5),
+                "dec": Decimal("7"),
+            },
+            {"id": 2, "dtm6": dt.datetime(1000, 1, 1), "ts6": dt.datetime(1970, 1, 1, 0, 0, 1), "dec": Decimal("0")},
+        ),
+        registry_url,
+    )

@@ -15,46 +15,97 @@ import random
 import signal
 import time
 import traceback
+from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 import orjson
 import pytest
 
-from spark_jobs.codecs import ChangeEvent, DecodeError, decoder_class, make_decoder
+from spark_jobs.codecs import (
+    PROTOCOLS,
+    ChangeEvent,
+    DecodeError,
+    decoder_class,
+    make_decoder,
+)
 from spark_jobs.codecs.events import FLAGS, KINDS, OPS
-from spark_jobs.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
-from spark_jobs.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from tests.support.schema_registry import running_registry
+from spark_jobs.devkit.registry import running_registry
+from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
+from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 
-from spark_jobs.codecs import PROTOCOLS  # noqa: E402
 JSON_PROTOCOLS = ("canal-json", "open", "debezium", "simple-json")
 INPUTS_PER_PROTOCOL = 20_000
 SLOW_SECONDS = 1.0
 SEED = 20240611
 
 EVERY_BYTE = bytes(range(256))
-TABLE = Table("fuzz", "all_types", (
-    Column("id", "bigint unsigned", nullable=False), Column("code", "varchar(16)", nullable=False),
-    Column("ti", "tinyint"), Column("iu", "int unsigned"), Column("dec", "decimal(20,6)"),
-    Column("f", "float"), Column("d", "double"), Column("b", "bit(12)"), Column("dt", "date"),
-    Column("dtm", "datetime(3)"), Column("ts", "timestamp(6)"), Column("tm", "time(2)"), Column("y", "year"),
-    Column("c", "char(4)"), Column("t", "text"), Column("bin", "binary(3)"), Column("vb", "varbinary(300)"),
-    Column("bl", "blob"), Column("e", "enum('a','b,c','it''s')"), Column("s", "set('x','y')"), Column("j", "json"),
-), key=("code", "id"), schema_version=(1_700_000_000_000 << 18))
-ROW = {"id": 18446744073709551615, "code": "k1", "ti": -128, "iu": 4294967295, "dec": Decimal("-12345678901234.123456"),
-       "f": 3.4028234663852886e38, "d": -0.0, "b": 4095, "dt": dt.date(1000, 1, 1),
-       "dtm": dt.datetime(9999, 12, 31, 23, 59, 59, 999000), "ts": dt.datetime(2038, 1, 19, 3, 14, 7, 999999),
-       "tm": -dt.timedelta(hours=838, minutes=59, seconds=59), "y": 2155, "c": "ü字", "t": "line\n\"q\" <&>",
-       "bin": b"\x00\xff\x80", "vb": EVERY_BYTE, "bl": b"", "e": "b,c", "s": ("x", "y"), "j": '{"k": [1, 2.5, null]}'}
+TABLE = Table(
+    "fuzz",
+    "all_types",
+    (
+        Column("id", "bigint unsigned", nullable=False),
+        Column("code", "varchar(16)", nullable=False),
+        Column("ti", "tinyint"),
+        Column("iu", "int unsigned"),
+        Column("dec", "decimal(20,6)"),
+        Column("f", "float"),
+        Column("d", "double"),
+        Column("b", "bit(12)"),
+        Column("dt", "date"),
+        Column("dtm", "datetime(3)"),
+        Column("ts", "timestamp(6)"),
+        Column("tm", "time(2)"),
+        Column("y", "year"),
+        Column("c", "char(4)"),
+        Column("t", "text"),
+        Column("bin", "binary(3)"),
+        Column("vb", "varbinary(300)"),
+        Column("bl", "blob"),
+        Column("e", "enum('a','b,c','it''s')"),
+        Column("s", "set('x','y')"),
+        Column("j", "json"),
+    ),
+    key=("code", "id"),
+    schema_version=(1_700_000_000_000 << 18),
+)
+ROW = {
+    "id": 18446744073709551615,
+    "code": "k1",
+    "ti": -128,
+    "iu": 4294967295,
+    "dec": Decimal("-12345678901234.123456"),
+    "f": 3.4028234663852886e38,
+    "d": -0.0,
+    "b": 4095,
+    "dt": dt.date(1000, 1, 1),
+    "dtm": dt.datetime(9999, 12, 31, 23, 59, 59, 999000),
+    "ts": dt.datetime(2038, 1, 19, 3, 14, 7, 999999),
+    "tm": -dt.timedelta(hours=838, minutes=59, seconds=59),
+    "y": 2155,
+    "c": "ü字",
+    "t": 'line\n"q" <&>',
+    "bin": b"\x00\xff\x80",
+    "vb": EVERY_BYTE,
+    "bl": b"",
+    "e": "b,c",
+    "s": ("x", "y"),
+    "j": '{"k": [1, 2.5, null]}',
+}
 NULLS = {**{c.name: None for c in TABLE.columns}, "id": 2, "code": "k2"}
 
 
 def _stream() -> list:
     ts = 1_700_000_000_000 << 18
     return [
-        Ddl(TABLE.schema_version, "fuzz", "all_types", "CREATE TABLE `fuzz`.`all_types` (`id` BIGINT UNSIGNED)",
-            "create_table", table_after=TABLE),
+        Ddl(
+            TABLE.schema_version,
+            "fuzz",
+            "all_types",
+            "CREATE TABLE `fuzz`.`all_types` (`id` BIGINT UNSIGNED)",
+            "create_table",
+            table_after=TABLE,
+        ),
         Bootstrap(TABLE),
         RowChange(ts + (1 << 18), "insert", TABLE, None, ROW),
         RowChange(ts + (1 << 18) + 1, "insert", TABLE, None, NULLS),
@@ -62,8 +113,15 @@ def _stream() -> list:
         RowChange(ts + (3 << 18), "update", TABLE, NULLS, {**NULLS, "id": 3}),  # key change: delete + insert
         RowChange(ts + (4 << 18), "delete", TABLE, {**ROW, "t": "", "f": 1.5, "e": "a"}, None),
         Watermark(ts + (5 << 18)),
-        Ddl(ts + (6 << 18), "fuzz", "all_types", "TRUNCATE TABLE `fuzz`.`all_types`", "truncate_table",
-            table_after=TABLE, table_before=TABLE),
+        Ddl(
+            ts + (6 << 18),
+            "fuzz",
+            "all_types",
+            "TRUNCATE TABLE `fuzz`.`all_types`",
+            "truncate_table",
+            table_after=TABLE,
+            table_before=TABLE,
+        ),
     ]
 
 
@@ -75,10 +133,49 @@ def registry_url():
 
 # ---- inputs ----------------------------------------------------------------------------------------
 
-_VOCABULARY = ["type", "data", "old", "database", "table", "isDdl", "pkNames", "mysqlType", "sqlType", "_tidb",
-               "commitTs", "es", "ts", "sql", "payload", "schema", "before", "after", "op", "source", "fields",
-               "u", "d", "p", "t", "v", "f", "h", "q", "scm", "tbl", "version", "tableSchema", "columns",
-               "dataType", "schemaVersion", "watermarkTs", "tableChanges", "name", "elements", "commit_ts"]
+_VOCABULARY = [
+    "type",
+    "data",
+    "old",
+    "database",
+    "table",
+    "isDdl",
+    "pkNames",
+    "mysqlType",
+    "sqlType",
+    "_tidb",
+    "commitTs",
+    "es",
+    "ts",
+    "sql",
+    "payload",
+    "schema",
+    "before",
+    "after",
+    "op",
+    "source",
+    "fields",
+    "u",
+    "d",
+    "p",
+    "t",
+    "v",
+    "f",
+    "h",
+    "q",
+    "scm",
+    "tbl",
+    "version",
+    "tableSchema",
+    "columns",
+    "dataType",
+    "schemaVersion",
+    "watermarkTs",
+    "tableChanges",
+    "name",
+    "elements",
+    "commit_ts",
+]
 
 
 def _json_value(rng: random.Random, depth: int = 0) -> Any:
@@ -89,17 +186,46 @@ def _json_value(rng: random.Random, depth: int = 0) -> Any:
     if pick == 1:
         return rng.choice([True, False])
     if pick == 2:
-        return rng.choice([0, -1, 1, 2 ** 63, -2 ** 63 - 1, 2 ** 64, 10 ** 30, rng.randrange(-10 ** 6, 10 ** 6)])
+        return rng.choice([0, -1, 1, 2**63, -(2**63) - 1, 2**64, 10**30, rng.randrange(-(10**6), 10**6)])
     if pick == 3:
         return rng.choice([0.0, -0.0, 1.5, 1e308, -1e-308, 3.4e38, rng.random()])
     if pick in (4, 5):
-        return rng.choice(["", "INSERT", "UPDATE", "DELETE", "DDL", "WATERMARK", "BOOTSTRAP", "DML", "c", "u", "d",
-                           "m", "r", "int", "decimal(10,2)", "enum('a')", "set", "bit", "2024-01-01", "-838:59:59",
-                           "9999-12-31 23:59:59.999999", "NaN", "1e999", "\x00", "é字🙂", "\\", "AA==", "%%%"])
+        return rng.choice(
+            [
+                "",
+                "INSERT",
+                "UPDATE",
+                "DELETE",
+                "DDL",
+                "WATERMARK",
+                "BOOTSTRAP",
+                "DML",
+                "c",
+                "u",
+                "d",
+                "m",
+                "r",
+                "int",
+                "decimal(10,2)",
+                "enum('a')",
+                "set",
+                "bit",
+                "2024-01-01",
+                "-838:59:59",
+                "9999-12-31 23:59:59.999999",
+                "NaN",
+                "1e999",
+                "\x00",
+                "é字🙂",
+                "\\",
+                "AA==",
+                "%%%",
+            ]
+        )
     if pick == 6:
         return "".join(chr(rng.randrange(0x20, 0x3000)) for _ in range(rng.randrange(0, 12)))
     if pick == 7:
-        return str(rng.randrange(-10 ** 20, 10 ** 20))
+        return str(rng.randrange(-(10**20), 10**20))
     if pick in (8, 9):
         return [_json_value(rng, depth + 1) for _ in range(rng.randrange(0, 4))]
     return {rng.choice(_VOCABULARY): _json_value(rng, depth + 1) for _ in range(rng.randrange(0, 6))}
@@ -128,8 +254,9 @@ def _graft(doc: Any, rng: random.Random) -> Any:
     if isinstance(doc, list) and doc:
         out = list(doc)
         index = rng.randrange(len(out))
-        out[index] = _graft(out[index], rng) if isinstance(out[index], (dict, list)) and rng.random() < 0.7 \
-            else _json_value(rng)
+        out[index] = (
+            _graft(out[index], rng) if isinstance(out[index], (dict, list)) and rng.random() < 0.7 else _json_value(rng)
+        )
         return out
     return _json_value(rng)
 
@@ -138,8 +265,8 @@ def _open_items(framed: bytes, skip: int) -> list[bytes] | None:
     """The JSON items of an Open Protocol key (skip=8: the version) or value."""
     items, pos = [], skip
     while pos + 8 <= len(framed):
-        size = int.from_bytes(framed[pos:pos + 8], "big")
-        items.append(framed[pos + 8:pos + 8 + size])
+        size = int.from_bytes(framed[pos : pos + 8], "big")
+        items.append(framed[pos + 8 : pos + 8 + size])
         pos += 8 + size
     return items if pos == len(framed) else None
 
@@ -212,13 +339,14 @@ def fuzz_inputs(protocol: str, messages: list, rng: random.Random) -> Iterator[t
             yield "json graft", *_mutate_json(protocol, m.key, m.value, rng)
         elif m.value:
             start = rng.randrange(len(m.value))
-            yield "splice", m.key, m.value[:start] + rng.randbytes(rng.randrange(1, 16)) + m.value[start + 1:]
+            yield "splice", m.key, m.value[:start] + rng.randbytes(rng.randrange(1, 16)) + m.value[start + 1 :]
         else:
             continue
         count += 1
 
 
 # ---- the property ----------------------------------------------------------------------------------
+
 
 class _Hung(Exception):
     pass
@@ -240,7 +368,7 @@ def _problem(protocol: str, decoder, key, value) -> str | None:
         if not str(exc).startswith(f"{protocol}: ") or not (exc.reason or "").strip():
             return f"DecodeError without the protocol name or a reason: {str(exc)[:200]!r}"
         result = None
-    except Exception as exc:  # noqa: BLE001 - exactly what this test looks for
+    except Exception as exc:
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         return f"{type(exc).__name__} at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}: {str(exc)[:200]}"
     finally:
@@ -253,7 +381,7 @@ def _problem(protocol: str, decoder, key, value) -> str | None:
     if type(result) is not list or not all(isinstance(e, ChangeEvent) for e in result):
         return f"returned {type(result).__name__}, not a list of ChangeEvent"
     for e in result:
-        if e.kind not in KINDS or e.kind == "row" and e.op not in OPS or not set(e.flags) <= set(FLAGS):
+        if e.kind not in KINDS or (e.kind == "row" and e.op not in OPS) or not set(e.flags) <= set(FLAGS):
             return f"malformed event: kind {e.kind!r}, op {e.op!r}, flags {e.flags}"
     return None
 
@@ -280,5 +408,6 @@ def test_decode_never_crashes(protocol, registry_url):
     finally:
         signal.signal(signal.SIGALRM, previous)
     assert tried >= INPUTS_PER_PROTOCOL
-    assert not problems, "\n".join(f"{why} <- {how}: key={key!r:.200} value={value!r:.300}"
-                                   for why, (how, key, value) in problems.items())
+    assert not problems, "\n".join(
+        f"{why} <- {how}: key={key!r:.200} value={value!r:.300}" for why, (how, key, value) in problems.items()
+    )

@@ -14,10 +14,10 @@ from spark_jobs.codecs import make_decoder
 from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.large_message import compress
 from spark_jobs.codecs.open_protocol import OpenDecoder, ddl_type_from_sql, go_unquote
-from spark_jobs.simulator.model import Column, Ddl, RowChange, Table, Watermark, Bootstrap
-from spark_jobs.simulator.open_protocol import OpenEncoder, expected, go_float, go_quote
-from spark_jobs.simulator.stream import encode_stream, partition_events
-from tests.vectors import load_vector, vector_names
+from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
+from spark_jobs.devkit.simulator.open_protocol import OpenEncoder, expected, go_float, go_quote
+from spark_jobs.devkit.simulator.stream import encode_stream, partition_events
+from tests.reference_vectors import load_vector, vector_names
 
 VERSION = (1).to_bytes(8, "big")
 
@@ -42,8 +42,12 @@ PNG_HEAD = bytes.fromhex("89504e470d0a1a0a")
 
 def test_every_open_vector_is_covered():
     assert vector_names("open_") == [
-        "open_01_row_single.json", "open_02_row_batch4_with_ptn.json", "open_03_ddl_single.json",
-        "open_04_ddl_batch3.json", "open_05_resolved_single.json", "open_07_empty_batch.json",
+        "open_01_row_single.json",
+        "open_02_row_batch4_with_ptn.json",
+        "open_03_ddl_single.json",
+        "open_04_ddl_batch3.json",
+        "open_05_resolved_single.json",
+        "open_07_empty_batch.json",
         "open_08_column_value_table.json",
     ]
 
@@ -51,11 +55,24 @@ def test_every_open_vector_is_covered():
 def test_vector_01_single_row():
     v = load_vector("open_01_row_single.json")
     events = decode(v["key_bytes"], v["value_bytes"])
-    assert [e.to_dict() for e in events] == [{
-        "kind": "row", "op": "insert", "database": "a", "table": "b", "commit_ts": 1, "key_columns": [],
-        "before": None, "after": {"col1": "aa"}, "column_types": {"col1": "tinyint"},
-        "schema_version": None, "ddl_type": None, "ddl_sql": None, "table_schema": None, "flags": [],
-    }]
+    assert [e.to_dict() for e in events] == [
+        {
+            "kind": "row",
+            "op": "insert",
+            "database": "a",
+            "table": "b",
+            "commit_ts": 1,
+            "key_columns": [],
+            "before": None,
+            "after": {"col1": "aa"},
+            "column_types": {"col1": "tinyint"},
+            "schema_version": None,
+            "ddl_type": None,
+            "ddl_sql": None,
+            "table_schema": None,
+            "flags": [],
+        }
+    ]
     want = v["expected"][0]
     assert (events[0].commit_ts, events[0].database, events[0].table) == (want["ts"], want["schema"], want["table"])
     assert events[0].after == {name: col["v"] for name, col in want["u"].items()}
@@ -78,12 +95,25 @@ def test_vector_03_ddl():
     v = load_vector("open_03_ddl_single.json")
     events = decode(v["key_bytes"], v["value_bytes"])
     want = v["expected"][0]
-    assert [e.to_dict() for e in events] == [{
-        "kind": "ddl", "op": None, "database": "a", "table": "b", "commit_ts": want["ts"], "key_columns": [],
-        "before": None, "after": None, "column_types": {}, "schema_version": None,
-        # action type 1 is CREATE SCHEMA; the action type wins over the (hand-made) statement
-        "ddl_type": "create_database", "ddl_sql": want["q"], "table_schema": None, "flags": [],
-    }]
+    assert [e.to_dict() for e in events] == [
+        {
+            "kind": "ddl",
+            "op": None,
+            "database": "a",
+            "table": "b",
+            "commit_ts": want["ts"],
+            "key_columns": [],
+            "before": None,
+            "after": None,
+            "column_types": {},
+            "schema_version": None,
+            # action type 1 is CREATE SCHEMA; the action type wins over the (hand-made) statement
+            "ddl_type": "create_database",
+            "ddl_sql": want["q"],
+            "table_schema": None,
+            "flags": [],
+        }
+    ]
     assert want["ddl_type"] == 1
 
 
@@ -101,11 +131,24 @@ def test_vector_04_three_ddls_in_one_message():
 def test_vector_05_resolved():
     v = load_vector("open_05_resolved_single.json")
     events = decode(v["key_bytes"], v["value_bytes"])
-    assert [e.to_dict() for e in events] == [{
-        "kind": "watermark", "op": None, "database": None, "table": None, "commit_ts": 1, "key_columns": [],
-        "before": None, "after": None, "column_types": {}, "schema_version": None, "ddl_type": None,
-        "ddl_sql": None, "table_schema": None, "flags": [],
-    }]
+    assert [e.to_dict() for e in events] == [
+        {
+            "kind": "watermark",
+            "op": None,
+            "database": None,
+            "table": None,
+            "commit_ts": 1,
+            "key_columns": [],
+            "before": None,
+            "after": None,
+            "column_types": {},
+            "schema_version": None,
+            "ddl_type": None,
+            "ddl_sql": None,
+            "table_schema": None,
+            "flags": [],
+        }
+    ]
     assert events[0].commit_ts == v["expected"][0]["resolved_ts"]
 
 
@@ -118,24 +161,61 @@ def test_vector_07_header_only_key_is_no_events():
 
 # vector "type" -> canonical column type the decoder must report
 VALUE_TABLE_TYPES = {
-    "TINYINT/BOOLEAN": "tinyint", "SMALLINT": "smallint", "INT": "int", "FLOAT": "float", "DOUBLE": "double",
-    "NULL": "null", "TIMESTAMP": "timestamp", "BIGINT": "bigint", "MEDIUMINT": "mediumint", "DATE": "date",
-    "TIME": "time", "DATETIME": "datetime", "YEAR": "year", "VARCHAR": "varchar",
+    "TINYINT/BOOLEAN": "tinyint",
+    "SMALLINT": "smallint",
+    "INT": "int",
+    "FLOAT": "float",
+    "DOUBLE": "double",
+    "NULL": "null",
+    "TIMESTAMP": "timestamp",
+    "BIGINT": "bigint",
+    "MEDIUMINT": "mediumint",
+    "DATE": "date",
+    "TIME": "time",
+    "DATETIME": "datetime",
+    "YEAR": "year",
+    "VARCHAR": "varchar",
     "VARBINARY (flag has BinaryFlag=1; Go strconv.Quote-escaped, no surrounding quotes)": "varbinary",
-    "BIT": "bit", "JSON": "json", "DECIMAL": "decimal", "ENUM (1-based index)": "enum", "SET (bitmask)": "set",
-    "TINYTEXT/TINYBLOB (base64, for BOTH text and blob)": "tinytext", "MEDIUMTEXT/MEDIUMBLOB": "mediumtext",
-    "LONGTEXT/LONGBLOB": "longtext", "TEXT/BLOB": "text", "CHAR": "char", "BINARY (BinaryFlag)": "binary",
+    "BIT": "bit",
+    "JSON": "json",
+    "DECIMAL": "decimal",
+    "ENUM (1-based index)": "enum",
+    "SET (bitmask)": "set",
+    "TINYTEXT/TINYBLOB (base64, for BOTH text and blob)": "tinytext",
+    "MEDIUMTEXT/MEDIUMBLOB": "mediumtext",
+    "LONGTEXT/LONGBLOB": "longtext",
+    "TEXT/BLOB": "text",
+    "CHAR": "char",
+    "BINARY (BinaryFlag)": "binary",
 }
 # vector "type" -> canonical value text, written out so that a wrong conversion cannot agree with itself
 VALUE_TABLE_TEXT = {
-    "TINYINT/BOOLEAN": "1", "SMALLINT": "1", "INT": "123", "FLOAT": "153.123", "DOUBLE": "153.123", "NULL": None,
-    "TIMESTAMP": "1973-12-30 15:30:00", "BIGINT": "123", "MEDIUMINT": "123", "DATE": "2000-01-01",
-    "TIME": "23:59:59", "DATETIME": "2015-12-20 23:58:58", "YEAR": "1970", "VARCHAR": "test",
+    "TINYINT/BOOLEAN": "1",
+    "SMALLINT": "1",
+    "INT": "123",
+    "FLOAT": "153.123",
+    "DOUBLE": "153.123",
+    "NULL": None,
+    "TIMESTAMP": "1973-12-30 15:30:00",
+    "BIGINT": "123",
+    "MEDIUMINT": "123",
+    "DATE": "2000-01-01",
+    "TIME": "23:59:59",
+    "DATETIME": "2015-12-20 23:58:58",
+    "YEAR": "1970",
+    "VARCHAR": "test",
     "VARBINARY (flag has BinaryFlag=1; Go strconv.Quote-escaped, no surrounding quotes)": "iVBORw0KGgo=",
-    "BIT": "81", "JSON": '{"key1": "value1"}', "DECIMAL": "129012.1230000", "ENUM (1-based index)": "1",
-    "SET (bitmask)": "3", "TINYTEXT/TINYBLOB (base64, for BOTH text and blob)": "测试text",
-    "MEDIUMTEXT/MEDIUMBLOB": "测试text", "LONGTEXT/LONGBLOB": "测试text", "TEXT/BLOB": "测试text",
-    "CHAR": "test", "BINARY (BinaryFlag)": "iVBORw0KGgo=",
+    "BIT": "81",
+    "JSON": '{"key1": "value1"}',
+    "DECIMAL": "129012.1230000",
+    "ENUM (1-based index)": "1",
+    "SET (bitmask)": "3",
+    "TINYTEXT/TINYBLOB (base64, for BOTH text and blob)": "测试text",
+    "MEDIUMTEXT/MEDIUMBLOB": "测试text",
+    "LONGTEXT/LONGBLOB": "测试text",
+    "TEXT/BLOB": "测试text",
+    "CHAR": "test",
+    "BINARY (BinaryFlag)": "iVBORw0KGgo=",
 }
 
 
@@ -158,27 +238,33 @@ def test_vector_08_every_column_type_decodes_to_canonical_text():
     v = load_vector("open_08_column_value_table.json")
     assert [entry["type"] for entry in v["content"]] == list(VALUE_TABLE_TEXT)
     for entry in v["content"]:
-        event, = decode(*_single_column_message(entry["wire_column_json"]))
+        (event,) = decode(*_single_column_message(entry["wire_column_json"]))
         name = entry["type"]
         assert event.after == {"c": VALUE_TABLE_TEXT[name]}, name
         assert event.after["c"] == _vector_value_text(entry["expected_value"]), name
         assert event.column_types == {"c": VALUE_TABLE_TYPES[name]}, name
-        want_flags = {"ENUM (1-based index)": ["enum_index"], "SET (bitmask)": ["enum_index"],
-                      "DECIMAL": ["types_partial"], "TIME": ["fsp_unknown"]}.get(name, [])
+        want_flags = {
+            "ENUM (1-based index)": ["enum_index"],
+            "SET (bitmask)": ["enum_index"],
+            "DECIMAL": ["types_partial"],
+            "TIME": ["fsp_unknown"],
+        }.get(name, [])
         assert event.flags == want_flags, name
 
 
 def test_vector_08_blob_with_binary_flag_is_base64_of_the_bytes():
-    event, = decode(*_single_column_message('{"t":252,"f":1,"v":"5rWL6K+VdGV4dA=="}'))
+    (event,) = decode(*_single_column_message('{"t":252,"f":1,"v":"5rWL6K+VdGV4dA=="}'))
     assert event.after == {"c": "5rWL6K+VdGV4dA=="}
     assert event.column_types == {"c": "blob"}
 
 
 def test_vector_08_timestamp_is_converted_from_the_changefeed_time_zone():
-    wire = next(e["wire_column_json"] for e in load_vector("open_08_column_value_table.json")["content"] if e["code"] == 7)
-    event, = decode(*_single_column_message(wire), {"time-zone": "Asia/Shanghai"})
+    wire = next(
+        e["wire_column_json"] for e in load_vector("open_08_column_value_table.json")["content"] if e["code"] == 7
+    )
+    (event,) = decode(*_single_column_message(wire), {"time-zone": "Asia/Shanghai"})
     assert event.after == {"c": "1973-12-30 07:30:00"}
-    event, = decode(*_single_column_message(wire), {"time-zone": "-05:30"})
+    (event,) = decode(*_single_column_message(wire), {"time-zone": "-05:30"})
     assert event.after == {"c": "1973-12-30 21:00:00"}
 
 
@@ -189,21 +275,21 @@ REF_TABLE_B = Table("a", "b", (Column("col1", "varchar(10)"),), ())
 
 def test_simulator_reproduces_the_single_row_key():
     v = load_vector("open_01_row_single.json")
-    (key, _, _), = OpenEncoder({}).encode([RowChange(1, "insert", REF_TABLE_B, after={"col1": "aa"})])
+    ((key, _, _),) = OpenEncoder({}).encode([RowChange(1, "insert", REF_TABLE_B, after={"col1": "aa"})])
     assert key == v["key_bytes"]
 
 
 def test_simulator_batches_rows_into_the_reference_key_framing():
     v = load_vector("open_02_row_batch4_with_ptn.json")
     rows = [RowChange(ts, "insert", REF_TABLE_B, after={"col1": "x"}) for ts in (1, 2, 3)]
-    (key, value, _), = OpenEncoder({}).encode(rows)
+    ((key, _value, _),) = OpenEncoder({}).encode(rows)
     three_items = 8 + 3 * (8 + 34)
     assert key == v["key_bytes"][:three_items]
 
 
 def test_simulator_reproduces_the_ddl_message():
     v = load_vector("open_03_ddl_single.json")
-    (key, value, _), = OpenEncoder({}).encode([Ddl(1, "a", "b", "create table a", "create_database")])
+    ((key, value, _),) = OpenEncoder({}).encode([Ddl(1, "a", "b", "create table a", "create_database")])
     assert (key, value) == (v["key_bytes"], v["value_bytes"])
 
 
@@ -213,33 +299,49 @@ def test_simulator_reproduces_the_resolved_message():
 
 
 def _wire_value_text(wire_column_json: str) -> str:
-    return wire_column_json[wire_column_json.index('"v":') + 4:-1]
+    return wire_column_json[wire_column_json.index('"v":') + 4 : -1]
 
 
 def test_simulator_writes_the_reference_value_texts():
     """Each value of the docs' column type table, written by the simulator, is the text the docs show."""
     models = {
-        1: ("tinyint", 1), 2: ("smallint", 1), 3: ("int", 123), 4: ("float", 153.123), 5: ("double", 153.123),
-        7: ("timestamp", dt.datetime(1973, 12, 30, 15, 30)), 8: ("bigint", 123), 9: ("mediumint", 123),
-        10: ("date", dt.date(2000, 1, 1)), 11: ("time", dt.timedelta(hours=23, minutes=59, seconds=59)),
-        12: ("datetime", dt.datetime(2015, 12, 20, 23, 58, 58)), 13: ("year", 1970), 16: ("bit(8)", 81),
-        245: ("json", '{"key1": "value1"}'), 246: ("decimal(20,7)", Decimal("129012.123")),
-        247: ("enum('a','b')", "a"), 248: ("set('a','b')", ("a", "b")), 249: ("tinytext", "测试text"),
-        250: ("mediumblob", "测试text".encode()), 251: ("longtext", "测试text"), 252: ("blob", "测试text".encode()),
+        1: ("tinyint", 1),
+        2: ("smallint", 1),
+        3: ("int", 123),
+        4: ("float", 153.123),
+        5: ("double", 153.123),
+        7: ("timestamp", dt.datetime(1973, 12, 30, 15, 30)),
+        8: ("bigint", 123),
+        9: ("mediumint", 123),
+        10: ("date", dt.date(2000, 1, 1)),
+        11: ("time", dt.timedelta(hours=23, minutes=59, seconds=59)),
+        12: ("datetime", dt.datetime(2015, 12, 20, 23, 58, 58)),
+        13: ("year", 1970),
+        16: ("bit(8)", 81),
+        245: ("json", '{"key1": "value1"}'),
+        246: ("decimal(20,7)", Decimal("129012.123")),
+        247: ("enum('a','b')", "a"),
+        248: ("set('a','b')", ("a", "b")),
+        249: ("tinytext", "测试text"),
+        250: ("mediumblob", "测试text".encode()),
+        251: ("longtext", "测试text"),
+        252: ("blob", "测试text".encode()),
     }
     entries = load_vector("open_08_column_value_table.json")["content"]
     checked = 0
     for entry in entries:
         wire = orjson.loads(entry["wire_column_json"])
         if entry["code"] in (15, 254):
-            definition = {(15, 0): "varchar(10)", (15, 1): "varbinary(10)", (254, 0): "char(4)", (254, 1): "binary(8)"}[entry["code"], wire.get("f", 0)]
+            definition = {(15, 0): "varchar(10)", (15, 1): "varbinary(10)", (254, 0): "char(4)", (254, 1): "binary(8)"}[
+                entry["code"], wire.get("f", 0)
+            ]
             value = PNG_HEAD if wire.get("f", 0) else "test"
         elif entry["code"] in models:
             definition, value = models[entry["code"]]
         else:
             continue
         table = Table("s", "t", (Column("c", definition),), ())
-        spec, = OpenEncoder({}).specs(table)
+        (spec,) = OpenEncoder({}).specs(table)
         assert spec.write(value) == _wire_value_text(entry["wire_column_json"]), entry["type"]
         checked += 1
     assert checked == len(entries) - 1  # all but the NULL type code
@@ -247,41 +349,122 @@ def test_simulator_writes_the_reference_value_texts():
 
 # ---- (c) round trips ----------------------------------------------------------------------------
 
-EVERY_TYPE = Table("shop", "every_type", (
-    Column("id", "bigint", nullable=False),
-    Column("ti", "tinyint"), Column("tiu", "tinyint unsigned"), Column("si", "smallint"),
-    Column("siu", "smallint unsigned"), Column("mi", "mediumint"), Column("miu", "mediumint unsigned"),
-    Column("i", "int"), Column("iu", "int unsigned"), Column("bi", "bigint"), Column("biu", "bigint unsigned"),
-    Column("dec", "decimal(20,6)"), Column("f", "float"), Column("d", "double"), Column("b", "bit(64)"),
-    Column("dt", "date"), Column("dtm", "datetime(6)"), Column("ts", "timestamp(3)"), Column("tm", "time(3)"),
-    Column("y", "year"), Column("c", "char(10)"), Column("vc", "varchar(100)"), Column("bin", "binary(4)"),
-    Column("vb", "varbinary(300)"), Column("bl", "blob"), Column("tbl", "tinyblob"), Column("txt", "text"),
-    Column("lt", "longtext"), Column("e", "enum('small','medium','large')"), Column("s", "set('x','y','z')"),
-    Column("j", "json"),
-), ("id",))
+EVERY_TYPE = Table(
+    "shop",
+    "every_type",
+    (
+        Column("id", "bigint", nullable=False),
+        Column("ti", "tinyint"),
+        Column("tiu", "tinyint unsigned"),
+        Column("si", "smallint"),
+        Column("siu", "smallint unsigned"),
+        Column("mi", "mediumint"),
+        Column("miu", "mediumint unsigned"),
+        Column("i", "int"),
+        Column("iu", "int unsigned"),
+        Column("bi", "bigint"),
+        Column("biu", "bigint unsigned"),
+        Column("dec", "decimal(20,6)"),
+        Column("f", "float"),
+        Column("d", "double"),
+        Column("b", "bit(64)"),
+        Column("dt", "date"),
+        Column("dtm", "datetime(6)"),
+        Column("ts", "timestamp(3)"),
+        Column("tm", "time(3)"),
+        Column("y", "year"),
+        Column("c", "char(10)"),
+        Column("vc", "varchar(100)"),
+        Column("bin", "binary(4)"),
+        Column("vb", "varbinary(300)"),
+        Column("bl", "blob"),
+        Column("tbl", "tinyblob"),
+        Column("txt", "text"),
+        Column("lt", "longtext"),
+        Column("e", "enum('small','medium','large')"),
+        Column("s", "set('x','y','z')"),
+        Column("j", "json"),
+    ),
+    ("id",),
+)
 
-ORDERS = Table("shop", "orders", (
-    Column("region", "varchar(8)", nullable=False), Column("no", "int unsigned", nullable=False),
-    Column("amount", "decimal(10,2)"), Column("note", "text"),
-), ("no", "region"))  # key order differs from column order on purpose
+ORDERS = Table(
+    "shop",
+    "orders",
+    (
+        Column("region", "varchar(8)", nullable=False),
+        Column("no", "int unsigned", nullable=False),
+        Column("amount", "decimal(10,2)"),
+        Column("note", "text"),
+    ),
+    ("no", "region"),
+)  # key order differs from column order on purpose
 
 MAX_ROW = {
-    "id": 1, "ti": 127, "tiu": 255, "si": 32767, "siu": 65535, "mi": 8388607, "miu": 16777215,
-    "i": 2147483647, "iu": 4294967295, "bi": 9223372036854775807, "biu": 18446744073709551615,
-    "dec": Decimal("99999999999999.999999"), "f": 3.4028234663852886e38, "d": 1.7976931348623157e308,
-    "b": 2**64 - 1, "dt": dt.date(9999, 12, 31), "dtm": dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
-    "ts": dt.datetime(2038, 1, 19, 3, 14, 7, 999000), "tm": dt.timedelta(hours=838, minutes=59, seconds=59),
-    "y": 2155, "c": "ünï©ødé", "vc": "日本語 \"quoted\" \\ back\nslash\t\x01", "bin": b"\x00\xff\x80\n",
-    "vb": ALL_BYTES, "bl": ALL_BYTES, "tbl": b"", "txt": "plain text ✓ 🎉", "lt": "x" * 50,
-    "e": "large", "s": ("x", "z"), "j": '{"a": [1, 2.5, "ü"], "b": null}',
+    "id": 1,
+    "ti": 127,
+    "tiu": 255,
+    "si": 32767,
+    "siu": 65535,
+    "mi": 8388607,
+    "miu": 16777215,
+    "i": 2147483647,
+    "iu": 4294967295,
+    "bi": 9223372036854775807,
+    "biu": 18446744073709551615,
+    "dec": Decimal("99999999999999.999999"),
+    "f": 3.4028234663852886e38,
+    "d": 1.7976931348623157e308,
+    "b": 2**64 - 1,
+    "dt": dt.date(9999, 12, 31),
+    "dtm": dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+    "ts": dt.datetime(2038, 1, 19, 3, 14, 7, 999000),
+    "tm": dt.timedelta(hours=838, minutes=59, seconds=59),
+    "y": 2155,
+    "c": "ünï©ødé",
+    "vc": '日本語 "quoted" \\ back\nslash\t\x01',
+    "bin": b"\x00\xff\x80\n",
+    "vb": ALL_BYTES,
+    "bl": ALL_BYTES,
+    "tbl": b"",
+    "txt": "plain text ✓ 🎉",
+    "lt": "x" * 50,
+    "e": "large",
+    "s": ("x", "z"),
+    "j": '{"a": [1, 2.5, "ü"], "b": null}',
 }
 MIN_ROW = {
-    "id": 2, "ti": -128, "tiu": 0, "si": -32768, "siu": 0, "mi": -8388608, "miu": 0, "i": -2147483648, "iu": 0,
-    "bi": -9223372036854775808, "biu": 0, "dec": Decimal("-0.000001"), "f": -1.1e-7, "d": 5e-324, "b": 0,
-    "dt": dt.date(1000, 1, 1), "dtm": dt.datetime(1000, 1, 1, 0, 0, 0), "ts": dt.datetime(1970, 1, 1, 0, 0, 1),
-    "tm": -dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=500000), "y": 1901, "c": "", "vc": "",
-    "bin": b"\x00\x00\x00\x00", "vb": b"", "bl": b"\x00", "tbl": PNG_HEAD, "txt": "", "lt": "",
-    "e": "", "s": (), "j": "0",
+    "id": 2,
+    "ti": -128,
+    "tiu": 0,
+    "si": -32768,
+    "siu": 0,
+    "mi": -8388608,
+    "miu": 0,
+    "i": -2147483648,
+    "iu": 0,
+    "bi": -9223372036854775808,
+    "biu": 0,
+    "dec": Decimal("-0.000001"),
+    "f": -1.1e-7,
+    "d": 5e-324,
+    "b": 0,
+    "dt": dt.date(1000, 1, 1),
+    "dtm": dt.datetime(1000, 1, 1, 0, 0, 0),
+    "ts": dt.datetime(1970, 1, 1, 0, 0, 1),
+    "tm": -dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=500000),
+    "y": 1901,
+    "c": "",
+    "vc": "",
+    "bin": b"\x00\x00\x00\x00",
+    "vb": b"",
+    "bl": b"\x00",
+    "tbl": PNG_HEAD,
+    "txt": "",
+    "lt": "",
+    "e": "",
+    "s": (),
+    "j": "0",
 }
 NULL_ROW = {"id": 3}
 ORDER_ROW = {"region": "eu", "no": 7, "amount": Decimal("12.50"), "note": "first"}
@@ -291,17 +474,38 @@ def workload() -> list:
     """DDL, inserts, updates (incl. a key change and zero old values), deletes, a batch, watermarks."""
     events: list = [
         Ddl(100, "shop", None, "CREATE DATABASE shop", "create_database"),
-        Ddl(101, "shop", "every_type", "CREATE TABLE every_type (id bigint primary key)", "create_table",
-            table_after=EVERY_TYPE),
+        Ddl(
+            101,
+            "shop",
+            "every_type",
+            "CREATE TABLE every_type (id bigint primary key)",
+            "create_table",
+            table_after=EVERY_TYPE,
+        ),
         Bootstrap(EVERY_TYPE),
         RowChange(110, "insert", EVERY_TYPE, after=MAX_ROW),
         RowChange(110, "insert", EVERY_TYPE, after=MIN_ROW),
         RowChange(110, "insert", EVERY_TYPE, after=NULL_ROW),
         RowChange(111, "insert", ORDERS, after=ORDER_ROW),
         Watermark(112),
-        RowChange(120, "update", EVERY_TYPE, before=MIN_ROW, after={**MIN_ROW, "c": "now", "vc": "set", "dec": Decimal(1),
-                                                                    "e": "small", "s": ("y",), "j": "1", "tbl": b"",
-                                                                    "tm": dt.timedelta(seconds=1), "bl": b"\x01"}),
+        RowChange(
+            120,
+            "update",
+            EVERY_TYPE,
+            before=MIN_ROW,
+            after={
+                **MIN_ROW,
+                "c": "now",
+                "vc": "set",
+                "dec": Decimal(1),
+                "e": "small",
+                "s": ("y",),
+                "j": "1",
+                "tbl": b"",
+                "tm": dt.timedelta(seconds=1),
+                "bl": b"\x01",
+            },
+        ),
         RowChange(121, "update", EVERY_TYPE, before=MAX_ROW, after={**MAX_ROW, "i": None, "vb": b"\xfe", "f": 1.5}),
         RowChange(122, "update", EVERY_TYPE, before=NULL_ROW, after={**NULL_ROW, "txt": "filled", "ti": 0}),
         RowChange(123, "update", EVERY_TYPE, before=NULL_ROW, after=NULL_ROW),
@@ -314,8 +518,12 @@ def workload() -> list:
         Watermark(141),
     ]
     events += [RowChange(150, "insert", ORDERS, after={**ORDER_ROW, "no": 100 + n, "note": "n" * n}) for n in range(37)]
-    events += [Watermark(151), Ddl(160, "shop", "orders", "TRUNCATE TABLE orders", "truncate_table"),
-               Ddl(161, "shop", "orders", "DROP TABLE orders", "drop_table"), Watermark(162)]
+    events += [
+        Watermark(151),
+        Ddl(160, "shop", "orders", "TRUNCATE TABLE orders", "truncate_table"),
+        Ddl(161, "shop", "orders", "DROP TABLE orders", "drop_table"),
+        Watermark(162),
+    ]
     return events
 
 
@@ -326,17 +534,34 @@ OPTION_SETS = {
     "old-value-off": {"enable-old-value": False, "time-zone": "Asia/Kolkata"},
     "only-updated-columns": {"only-output-updated-columns": True, "time-zone": "Asia/Kolkata"},
     "snappy": {"large-message-handle-compression": "snappy", "time-zone": "+09:00"},
-    "lz4-only-updated": {"large-message-handle-compression": "lz4", "only-output-updated-columns": True,
-                         "time-zone": "Europe/Berlin"},
-    "claim-check": {"large-message-handle-option": "claim-check", "large-message-threshold": 900,
-                    "time-zone": "Asia/Kolkata"},
-    "claim-check-file-uri-lz4": {"large-message-handle-option": "claim-check", "large-message-threshold": 900,
-                                 "large-message-handle-compression": "lz4", "time-zone": "Asia/Kolkata"},
-    "handle-key-only": {"large-message-handle-option": "handle-key-only", "large-message-threshold": 900,
-                        "time-zone": "America/New_York"},
-    "handle-key-only-old-value-off-snappy": {"large-message-handle-option": "handle-key-only",
-                                             "large-message-threshold": 900, "enable-old-value": False,
-                                             "large-message-handle-compression": "snappy", "time-zone": "UTC"},
+    "lz4-only-updated": {
+        "large-message-handle-compression": "lz4",
+        "only-output-updated-columns": True,
+        "time-zone": "Europe/Berlin",
+    },
+    "claim-check": {
+        "large-message-handle-option": "claim-check",
+        "large-message-threshold": 900,
+        "time-zone": "Asia/Kolkata",
+    },
+    "claim-check-file-uri-lz4": {
+        "large-message-handle-option": "claim-check",
+        "large-message-threshold": 900,
+        "large-message-handle-compression": "lz4",
+        "time-zone": "Asia/Kolkata",
+    },
+    "handle-key-only": {
+        "large-message-handle-option": "handle-key-only",
+        "large-message-threshold": 900,
+        "time-zone": "America/New_York",
+    },
+    "handle-key-only-old-value-off-snappy": {
+        "large-message-handle-option": "handle-key-only",
+        "large-message-threshold": 900,
+        "enable-old-value": False,
+        "large-message-handle-compression": "snappy",
+        "time-zone": "UTC",
+    },
     "batch-size-5": {"max-batch-size": 5, "time-zone": "Asia/Kolkata"},
     "batch-bytes-2000": {"max-message-bytes": 2000, "large-message-threshold": 100000, "time-zone": "Asia/Kolkata"},
 }
@@ -361,7 +586,12 @@ def test_round_trip_every_type_decodes_to_expected(name, tmp_path):
     flags_seen = set()
     for partition in range(3):
         decoder = make_decoder("open", decoder_options)
-        got = [e.to_dict() for m in messages if m.partition == partition for e in decoder.decode(m.key, m.value, list(m.headers))]
+        got = [
+            e.to_dict()
+            for m in messages
+            if m.partition == partition
+            for e in decoder.decode(m.key, m.value, list(m.headers))
+        ]
         want = [x.to_dict() for x in (expected(e, options) for e in per_partition[partition]) if x is not None]
         assert len(got) == len(want)
         for index, (g, w) in enumerate(zip(got, want)):
@@ -389,14 +619,18 @@ def test_round_trip_every_type_decodes_to_expected(name, tmp_path):
 
 def _key_items(key: bytes) -> list:
     from spark_jobs.codecs.open_protocol import split_items
+
     return split_items(key, 8, "key")
 
 
 def test_round_trip_values_are_exact_canonical_text():
     """Spot-check the texts themselves, so an error shared by expected() and the decoder shows."""
     options = {"time-zone": "Asia/Kolkata"}
-    messages = encode_stream("open", [RowChange(5, "insert", EVERY_TYPE, after=MAX_ROW),
-                                      RowChange(6, "insert", EVERY_TYPE, after=MIN_ROW)], options=options)
+    messages = encode_stream(
+        "open",
+        [RowChange(5, "insert", EVERY_TYPE, after=MAX_ROW), RowChange(6, "insert", EVERY_TYPE, after=MIN_ROW)],
+        options=options,
+    )
     decoder = make_decoder("open", options)
     high, low = [e for m in messages for e in decoder.decode(m.key, m.value)]
     assert high.after["biu"] == "18446744073709551615" and low.after["bi"] == "-9223372036854775808"
@@ -409,7 +643,7 @@ def test_round_trip_values_are_exact_canonical_text():
     assert high.after["ts"] == "2038-01-19 03:14:07.999" and low.after["ts"] == "1970-01-01 00:00:01.000"
     assert high.after["tm"] == "838:59:59" and low.after["tm"] == "-838:59:59"
     assert high.after["y"] == "2155" and low.after["y"] == "1901"
-    assert high.after["c"] == "ünï©ødé" and high.after["vc"] == "日本語 \"quoted\" \\ back\nslash\t\x01"
+    assert high.after["c"] == "ünï©ødé" and high.after["vc"] == '日本語 "quoted" \\ back\nslash\t\x01'
     assert base64.b64decode(high.after["vb"]) == ALL_BYTES == base64.b64decode(high.after["bl"])
     assert high.after["bin"] == "AP+ACg==" and high.after["tbl"] == "" and low.after["tbl"] == "iVBORw0KGgo="
     assert high.after["txt"] == "plain text ✓ 🎉"
@@ -424,56 +658,74 @@ def test_round_trip_values_are_exact_canonical_text():
 def test_timestamp_is_sent_in_the_changefeed_time_zone():
     table = Table("s", "t", (Column("id", "int", False), Column("ts", "timestamp(3)")), ("id",))
     row = RowChange(5, "insert", table, after={"id": 1, "ts": dt.datetime(2024, 7, 1, 12, 0, 0, 250000)})
-    (_, value, _), = OpenEncoder({"time-zone": "Asia/Kolkata"}).encode([row])
+    ((_, value, _),) = OpenEncoder({"time-zone": "Asia/Kolkata"}).encode([row])
     assert b'"ts":{"t":7,"f":65,"v":"2024-07-01 17:30:00.250"}' in value
-    event, = make_decoder("open", {"time-zone": "Asia/Kolkata"}).decode(*OpenEncoder({"time-zone": "Asia/Kolkata"}).encode([row])[0][:2])
+    (event,) = make_decoder("open", {"time-zone": "Asia/Kolkata"}).decode(
+        *OpenEncoder({"time-zone": "Asia/Kolkata"}).encode([row])[0][:2]
+    )
     assert event.after["ts"] == "2024-07-01 12:00:00.250"
 
 
 def test_update_wire_format_and_only_updated_columns_null_quirk():
     table = Table("s", "t", (Column("id", "int", False), Column("name", "varchar(8)"), Column("qty", "int")), ("id",))
-    change = RowChange(9, "update", table, before={"id": 1, "name": "", "qty": 2}, after={"id": 1, "name": "ab", "qty": 2})
-    (_, value, _), = OpenEncoder({}).encode([change])
-    assert value[8:] == (b'{"u":{"id":{"t":3,"h":true,"f":11,"v":1},"name":{"t":15,"f":64,"v":"ab"},'
-                         b'"qty":{"t":3,"f":65,"v":2}},"p":{"id":{"t":3,"h":true,"f":11,"v":1},'
-                         b'"name":{"t":15,"f":64,"v":""},"qty":{"t":3,"f":65,"v":2}}}')
-    (_, value, _), = OpenEncoder({"only-output-updated-columns": True}).encode([change])
+    change = RowChange(
+        9, "update", table, before={"id": 1, "name": "", "qty": 2}, after={"id": 1, "name": "ab", "qty": 2}
+    )
+    ((_, value, _),) = OpenEncoder({}).encode([change])
+    assert value[8:] == (
+        b'{"u":{"id":{"t":3,"h":true,"f":11,"v":1},"name":{"t":15,"f":64,"v":"ab"},'
+        b'"qty":{"t":3,"f":65,"v":2}},"p":{"id":{"t":3,"h":true,"f":11,"v":1},'
+        b'"name":{"t":15,"f":64,"v":""},"qty":{"t":3,"f":65,"v":2}}}'
+    )
+    ((_, value, _),) = OpenEncoder({"only-output-updated-columns": True}).encode([change])
     assert value[8:].endswith(b',"p":{"name":{"t":15,"f":64,"v":null}}}')
-    event, = make_decoder("open", {"only-output-updated-columns": True}).decode(*OpenEncoder({"only-output-updated-columns": True}).encode([change])[0][:2])
+    (event,) = make_decoder("open", {"only-output-updated-columns": True}).decode(
+        *OpenEncoder({"only-output-updated-columns": True}).encode([change])[0][:2]
+    )
     assert event.before == {"id": "1", "name": None, "qty": "2"} and event.flags == ["old_value_partial"]
-    (_, value, _), = OpenEncoder({"enable-old-value": False}).encode([change])
+    ((_, value, _),) = OpenEncoder({"enable-old-value": False}).encode([change])
     assert b'"p"' not in value
-    event, = make_decoder("open", {"enable-old-value": False}).decode(*OpenEncoder({"enable-old-value": False}).encode([change])[0][:2])
+    (event,) = make_decoder("open", {"enable-old-value": False}).decode(
+        *OpenEncoder({"enable-old-value": False}).encode([change])[0][:2]
+    )
     assert (event.op, event.before, event.flags) == ("insert", None, ["old_value_missing"])
 
 
 def test_key_columns_follow_table_column_order():
-    event, = [e for m in encode_stream("open", [RowChange(3, "insert", ORDERS, after=ORDER_ROW)])
-              for e in make_decoder("open").decode(m.key, m.value)]
+    (event,) = [
+        e
+        for m in encode_stream("open", [RowChange(3, "insert", ORDERS, after=ORDER_ROW)])
+        for e in make_decoder("open").decode(m.key, m.value)
+    ]
     assert event.key_columns == ["region", "no"]
     assert expected(RowChange(3, "insert", ORDERS, after=ORDER_ROW), {}).key_columns == ["region", "no"]
 
 
 def test_handle_key_only_and_claim_check_keys(tmp_path):
     big = RowChange(9, "insert", EVERY_TYPE, after=MAX_ROW)
-    (key, value, _), = OpenEncoder({"large-message-handle-option": "handle-key-only", "large-message-threshold": 500}).encode([big])
+    ((key, value, _),) = OpenEncoder(
+        {"large-message-handle-option": "handle-key-only", "large-message-threshold": 500}
+    ).encode([big])
     assert key[16:] == b'{"ts":9,"scm":"shop","tbl":"every_type","t":1,"ohk":true}'
     assert value[8:] == b'{"u":{"id":{"t":8,"h":true,"f":11,"v":1}}}'
-    event, = decode(key, value)
+    (event,) = decode(key, value)
     assert (event.after, event.flags) == ({"id": "1"}, ["handle_key_only"])
 
-    options = {"large-message-handle-option": "claim-check", "large-message-threshold": 500,
-               "claim-check-storage-uri": str(tmp_path)}
-    (key, value, _), = OpenEncoder(options).encode([big])
+    options = {
+        "large-message-handle-option": "claim-check",
+        "large-message-threshold": 500,
+        "claim-check-storage-uri": str(tmp_path),
+    }
+    ((key, value, _),) = OpenEncoder(options).encode([big])
     head = orjson.loads(key[16:])
     assert key[16:].startswith(b'{"ts":9,"scm":"shop","tbl":"every_type","t":1,"ohk":true,"ohk":false,"ccl":"')
     assert head["ccl"].startswith(str(tmp_path) + "/") and head["ccl"].endswith(".json")
-    event, = decode(key, value)
+    (event,) = decode(key, value)
     assert event.after == expected(big, options).after and event.flags[-1] == "claim_check"
     moved = tmp_path / "moved"
     moved.mkdir()
     (tmp_path / head["ccl"].rsplit("/", 1)[1]).rename(moved / head["ccl"].rsplit("/", 1)[1])
-    event, = decode(key, value, {"claim-check-storage-uri": moved.as_uri()})
+    (event,) = decode(key, value, {"claim-check-storage-uri": moved.as_uri()})
     assert event.after == expected(big, options).after
 
 
@@ -491,11 +743,11 @@ def test_bootstrap_is_not_sent_and_ddl_loses_its_schema():
 
 def test_go_quote_and_unquote():
     assert go_quote(PNG_HEAD) == "\\x89PNG\\r\\n\\x1a\\n"
-    assert go_quote("é\u00a0\u200b😀\x7f\"\\".encode()) == 'é\\u00a0\\u200b😀\\x7f\\"\\\\'
+    assert go_quote('é\u00a0\u200b😀\x7f"\\'.encode()) == 'é\\u00a0\\u200b😀\\x7f\\"\\\\'
     assert go_quote(b"\xed\xa0\x80\xef\xbf\xbd") == "\\xed\\xa0\\x80\ufffd"
     for data in (ALL_BYTES, bytes(reversed(ALL_BYTES)), "日本😀".encode() + b"\xff\xfe", b""):
         assert go_unquote(go_quote(data)) == data
-    assert go_unquote("\\101\\U0001F600\\u00e9\\a\\v\\f\\b\\\"") == b"A\xf0\x9f\x98\x80\xc3\xa9\x07\x0b\x0c\x08\""
+    assert go_unquote('\\101\\U0001F600\\u00e9\\a\\v\\f\\b\\"') == b'A\xf0\x9f\x98\x80\xc3\xa9\x07\x0b\x0c\x08"'
     for bad in ("\\", "\\q", "\\x4", "\\xzz", "\\ud800", "\\U00110000", "\\400", "\\12"):
         with pytest.raises(ValueError):
             go_unquote(bad)
@@ -503,47 +755,82 @@ def test_go_quote_and_unquote():
 
 def test_go_float_matches_jsoniter():
     assert [go_float(x, 64) for x in (153.123, 3.0, -0.0, 1e20, 1e21, 1e-6, 1e-7, 1.5e-7, 5e-324)] == [
-        "153.123", "3", "-0", "100000000000000000000", "1e+21", "0.000001", "1e-7", "1.5e-7", "5e-324"]
+        "153.123",
+        "3",
+        "-0",
+        "100000000000000000000",
+        "1e+21",
+        "0.000001",
+        "1e-7",
+        "1.5e-7",
+        "5e-324",
+    ]
     assert [go_float(x, 32) for x in (1.1, 153.123, 16777217.0, 1e-7)] == ["1.1", "153.123", "16777216", "1e-7"]
 
 
-@pytest.mark.parametrize("sql, ddl_type", [
-    ("CREATE TABLE t (a int)", "create_table"), ("/* hint */ create database d", "create_database"),
-    ("DROP SCHEMA d", "drop_database"), ("drop table if exists t", "drop_table"), ("TRUNCATE t", "truncate_table"),
-    ("RENAME TABLE a TO b", "rename_table"), ("CREATE UNIQUE INDEX i ON t (a)", "create_index"),
-    ("DROP INDEX i ON t", "drop_index"), ("ALTER TABLE d.t RENAME COLUMN a TO b", "rename_column"),
-    ("ALTER TABLE `t` CHANGE `a` `b` int", "rename_column"), ("ALTER TABLE t CHANGE a a bigint", "modify_column"),
-    ("ALTER TABLE t MODIFY COLUMN a bigint", "modify_column"), ("ALTER TABLE t ADD COLUMN c int", "add_column"),
-    ("ALTER TABLE t ADD c int", "add_column"), ("ALTER TABLE t DROP COLUMN c", "drop_column"),
-    ("ALTER TABLE t ADD PRIMARY KEY (a)", "create_index"), ("ALTER TABLE t DROP KEY k", "drop_index"),
-    ("ALTER TABLE t RENAME TO u", "rename_table"), ("ALTER TABLE t COMMENT 'x'", "other"), ("GRANT ALL", "other"),
-])
+@pytest.mark.parametrize(
+    "sql, ddl_type",
+    [
+        ("CREATE TABLE t (a int)", "create_table"),
+        ("/* hint */ create database d", "create_database"),
+        ("DROP SCHEMA d", "drop_database"),
+        ("drop table if exists t", "drop_table"),
+        ("TRUNCATE t", "truncate_table"),
+        ("RENAME TABLE a TO b", "rename_table"),
+        ("CREATE UNIQUE INDEX i ON t (a)", "create_index"),
+        ("DROP INDEX i ON t", "drop_index"),
+        ("ALTER TABLE d.t RENAME COLUMN a TO b", "rename_column"),
+        ("ALTER TABLE `t` CHANGE `a` `b` int", "rename_column"),
+        ("ALTER TABLE t CHANGE a a bigint", "modify_column"),
+        ("ALTER TABLE t MODIFY COLUMN a bigint", "modify_column"),
+        ("ALTER TABLE t ADD COLUMN c int", "add_column"),
+        ("ALTER TABLE t ADD c int", "add_column"),
+        ("ALTER TABLE t DROP COLUMN c", "drop_column"),
+        ("ALTER TABLE t ADD PRIMARY KEY (a)", "create_index"),
+        ("ALTER TABLE t DROP KEY k", "drop_index"),
+        ("ALTER TABLE t RENAME TO u", "rename_table"),
+        ("ALTER TABLE t COMMENT 'x'", "other"),
+        ("GRANT ALL", "other"),
+    ],
+)
 def test_ddl_statement_classification(sql, ddl_type):
     assert ddl_type_from_sql(sql) == ddl_type
 
 
 def test_ddl_action_types_decode():
     def ddl(action, sql):
-        event, = decode(*message([b'{"ts":5,"scm":"d","tbl":"t","t":2}'], [orjson.dumps({"q": sql, "t": action})]))
+        (event,) = decode(*message([b'{"ts":5,"scm":"d","tbl":"t","t":2}'], [orjson.dumps({"q": sql, "t": action})]))
         return event.ddl_type
+
     assert ddl(5, "ALTER TABLE t ADD c int") == "add_column"
     assert ddl(12, "ALTER TABLE t RENAME COLUMN a TO b") == "rename_column"
     assert ddl(12, "ALTER TABLE t MODIFY a bigint") == "modify_column"
     assert ddl(32, "ALTER TABLE t ADD PRIMARY KEY (a)") == "create_index"
     assert ddl(61, "ALTER TABLE t ADD c int, ADD d int") == "add_column"
     assert ddl(17, "ALTER TABLE t COMMENT 'x'") == "other"
-    event, = decode(*message([b'{"ts":5,"scm":"d","tbl":"","t":2}'], [b'{"q":"DROP DATABASE d","t":2}']))
+    (event,) = decode(*message([b'{"ts":5,"scm":"d","tbl":"","t":2}'], [b'{"q":"DROP DATABASE d","t":2}']))
     assert (event.database, event.table, event.ddl_type) == ("d", None, "drop_database")
 
 
 def test_row_images_decode():
     key = b'{"ts":9,"scm":"s","tbl":"t","t":1}'
     col = b'{"t":3,"h":true,"f":11,"v":1}'
-    event, = decode(*message([key], [b'{"d":{"id":' + col + b',"n":{"t":8,"f":193,"v":18446744073709551615}}}']))
-    assert (event.op, event.before, event.after, event.key_columns) == ("delete", {"id": "1", "n": "18446744073709551615"}, None, ["id"])
+    (event,) = decode(*message([key], [b'{"d":{"id":' + col + b',"n":{"t":8,"f":193,"v":18446744073709551615}}}']))
+    assert (event.op, event.before, event.after, event.key_columns) == (
+        "delete",
+        {"id": "1", "n": "18446744073709551615"},
+        None,
+        ["id"],
+    )
     assert event.column_types == {"id": "int", "n": "bigint unsigned"}
-    event, = decode(*message([key], [b'{"u":{"id":{"t":3,"h":true,"v":2},"n":{"t":8,"f":128,"v":-1}},"p":{"id":' + col + b'}}']))
-    assert (event.op, event.before, event.after) == ("update", {"id": "1", "n": "18446744073709551615"}, {"id": "2", "n": "18446744073709551615"})
+    (event,) = decode(
+        *message([key], [b'{"u":{"id":{"t":3,"h":true,"v":2},"n":{"t":8,"f":128,"v":-1}},"p":{"id":' + col + b"}}"])
+    )
+    assert (event.op, event.before, event.after) == (
+        "update",
+        {"id": "1", "n": "18446744073709551615"},
+        {"id": "2", "n": "18446744073709551615"},
+    )
     assert event.key_columns == ["id"]  # from `h` alone: the published examples carry no `f`
     assert event.flags == ["old_value_partial"]
 
@@ -595,11 +882,20 @@ MALFORMED = {
     "bad timestamp": (_bad_row(b'{"t":7,"v":"yesterday"}'), "value item 0.u.c.v"),
     "date as a number": (_bad_row(b'{"t":10,"v":20240101}'), "value item 0.u.c.v"),
     "non-null NULL type": (_bad_row(b'{"t":6,"v":1}'), "value item 0.u.c.v"),
-    "bad old image column": (message([GOOD_KEY], [b'{"u":{"c":{"t":3,"v":1}},"p":{"c":{"t":3,"v":{}}}}']), "value item 0.p.c"),
+    "bad old image column": (
+        message([GOOD_KEY], [b'{"u":{"c":{"t":3,"v":1}},"p":{"c":{"t":3,"v":{}}}}']),
+        "value item 0.p.c",
+    ),
     "ddl query not a string": (message([b'{"ts":9,"scm":"s","tbl":"t","t":2}'], [b'{"q":1,"t":3}']), "value item 0.q"),
-    "ddl type not a number": (message([b'{"ts":9,"scm":"s","tbl":"t","t":2}'], [b'{"q":"DROP TABLE t","t":"4"}']), "value item 0.t"),
+    "ddl type not a number": (
+        message([b'{"ts":9,"scm":"s","tbl":"t","t":2}'], [b'{"q":"DROP TABLE t","t":"4"}']),
+        "value item 0.t",
+    ),
     "claim check not a string": (message([GOOD_KEY[:-1] + b',"ccl":5}'], [GOOD_VALUE]), "key item 0.ccl"),
-    "claim check file missing": (message([GOOD_KEY[:-1] + b',"ccl":"/nonexistent/x.json"}'], [GOOD_VALUE]), "claimCheckLocation"),
+    "claim check file missing": (
+        message([GOOD_KEY[:-1] + b',"ccl":"/nonexistent/x.json"}'], [GOOD_VALUE]),
+        "claimCheckLocation",
+    ),
 }
 
 
@@ -620,7 +916,7 @@ def test_bad_compression_raises_decode_error():
             decode(key, value, {"large-message-handle-compression": method})
         assert caught.value.protocol == "open" and caught.value.where == "value item 0"
     key, value = message([GOOD_KEY], [compress(GOOD_VALUE, "lz4")])
-    event, = decode(key, value, {"large-message-handle-compression": "lz4"})
+    (event,) = decode(key, value, {"large-message-handle-compression": "lz4"})
     assert event.after == {"id": "1"}
 
 
@@ -630,9 +926,12 @@ def test_claim_check_file_with_bad_content(tmp_path):
     with pytest.raises(DecodeError) as caught:
         decode(key, value)
     assert caught.value.protocol == "open"
-    inner_key, inner_value = message([GOOD_KEY[:-1] + b',"ccl":"' + str(tmp_path / "loop.json").encode() + b'"}'], [GOOD_VALUE])
-    (tmp_path / "loop.json").write_bytes(orjson.dumps({"key": base64.b64encode(inner_key).decode(),
-                                                      "value": base64.b64encode(inner_value).decode()}))
+    inner_key, inner_value = message(
+        [GOOD_KEY[:-1] + b',"ccl":"' + str(tmp_path / "loop.json").encode() + b'"}'], [GOOD_VALUE]
+    )
+    (tmp_path / "loop.json").write_bytes(
+        orjson.dumps({"key": base64.b64encode(inner_key).decode(), "value": base64.b64encode(inner_value).decode()})
+    )
     with pytest.raises(DecodeError) as caught:
         decode(inner_key, inner_value)
     assert "another claim-check" in caught.value.reason
@@ -662,7 +961,7 @@ def test_corrupted_messages_only_ever_raise_decode_error():
         if action < 0.4:
             target[rng.randrange(len(target))] = rng.randrange(256)
         elif action < 0.7:
-            del target[rng.randrange(len(target)):]
+            del target[rng.randrange(len(target)) :]
         else:
             spot = rng.randrange(len(target))
             target[spot:spot] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9)))
@@ -675,13 +974,24 @@ def test_corrupted_messages_only_ever_raise_decode_error():
     assert outcomes["rejected"] > 1000 and outcomes["decoded"] > 0
 
 
-@pytest.mark.parametrize("zone", ["UTC", "Asia/Shanghai", "America/New_York", "Europe/London", "Australia/Lord_Howe", "+05:45"])
+@pytest.mark.parametrize(
+    "zone", ["UTC", "Asia/Shanghai", "America/New_York", "Europe/London", "Australia/Lord_Howe", "+05:45"]
+)
 def test_fast_timestamp_conversion_equals_the_values_function(zone):
     from spark_jobs.codecs.open_protocol import parse_time_zone
     from spark_jobs.codecs.values import text_timestamp_from_zone
+
     rng = random.Random(zone)
-    texts = ["2024-03-10 02:30:00", "2024-11-03 01:30:00.5", "2024-03-31 01:59:59.999999", "2024-10-27 01:00:00",
-             "2024-04-07 01:45:00", "2024-10-06 01:59:00", "1970-01-01 00:00:00", "0000-00-00 00:00:00"]
+    texts = [
+        "2024-03-10 02:30:00",
+        "2024-11-03 01:30:00.5",
+        "2024-03-31 01:59:59.999999",
+        "2024-10-27 01:00:00",
+        "2024-04-07 01:45:00",
+        "2024-10-06 01:59:00",
+        "1970-01-01 00:00:00",
+        "0000-00-00 00:00:00",
+    ]
     for _ in range(3000):
         moment = dt.datetime(1971, 1, 1) + dt.timedelta(seconds=rng.randrange(2_000_000_000))
         fraction = rng.choice(["", ".1", ".123", ".123456"])

@@ -19,17 +19,21 @@ from spark_jobs.codecs import simple as codec
 from spark_jobs.codecs import values as V
 from spark_jobs.codecs.errors import DecodeError, SchemaNotYetKnown
 from spark_jobs.codecs.large_message import compress
-from spark_jobs.simulator import simple as sim
-from spark_jobs.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
-from spark_jobs.simulator.stream import encode_stream, partition_events
-from tests.vectors import load_vector, vector_names
+from spark_jobs.devkit.simulator import simple as sim
+from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
+from spark_jobs.devkit.simulator.stream import encode_stream, partition_events
+from tests.reference_vectors import load_vector, vector_names
 
 # ---- the documentation's `simple.user` table, as the reference vectors use it -------------------------
 
 V_OLD = 447984074911121426
 V_NEW = 447987408682614791
-USER_COLUMNS = (Column("id", "int", nullable=False), Column("name", "varchar(255)"), Column("age", "int"),
-                Column("score", "float"))
+USER_COLUMNS = (
+    Column("id", "int", nullable=False),
+    Column("name", "varchar(255)"),
+    Column("age", "int"),
+    Column("score", "float"),
+)
 USER = Table("simple", "user", USER_COLUMNS, ("id",), table_id=148, schema_version=V_OLD)
 USER_V2 = replace(USER, columns=USER_COLUMNS + (Column("createTime", "timestamp"),), schema_version=V_NEW)
 ROW = {"id": 1, "name": "John Doe", "age": 25, "score": 90.5}
@@ -37,8 +41,15 @@ ROW_95 = {**ROW, "score": 95.0}
 
 # vector name -> the logical event it documents
 VECTOR_EVENTS = {
-    "simple_01_ddl.json": Ddl(447987408682614795, "simple", "user",
-                              "ALTER TABLE `user` ADD COLUMN `createTime` TIMESTAMP", "add_column", USER_V2, USER),
+    "simple_01_ddl.json": Ddl(
+        447987408682614795,
+        "simple",
+        "user",
+        "ALTER TABLE `user` ADD COLUMN `createTime` TIMESTAMP",
+        "add_column",
+        USER_V2,
+        USER,
+    ),
     "simple_02_bootstrap.json": Bootstrap(replace(USER, name="new_user")),
     "simple_03_insert.json": RowChange(447984084414103554, "insert", USER, None, ROW),
     "simple_04_update.json": RowChange(447984099186180098, "update", USER, ROW, ROW_95),
@@ -46,8 +57,14 @@ VECTOR_EVENTS = {
     "simple_06_watermark.json": Watermark(447984124732375041),
 }
 # The documented order: schemas (bootstrap, DDL) first, so that rows find theirs in the cache.
-VECTOR_ORDER = ["simple_02_bootstrap.json", "simple_01_ddl.json", "simple_03_insert.json",
-                "simple_04_update.json", "simple_05_delete.json", "simple_06_watermark.json"]
+VECTOR_ORDER = [
+    "simple_02_bootstrap.json",
+    "simple_01_ddl.json",
+    "simple_03_insert.json",
+    "simple_04_update.json",
+    "simple_05_delete.json",
+    "simple_06_watermark.json",
+]
 
 
 def _dicts(events):
@@ -80,11 +97,16 @@ def test_reference_vectors_partial_expectations():
     assert ddl.ddl_type == "add_column" and ddl.database == "simple" and ddl.table == "user"
     assert [c["name"] for c in ddl.table_schema["columns"]][-1] == "createTime"
     assert ddl.table_schema["columns"][-1]["type"] == "timestamp"
-    assert (decoder._schemas.keys() >= {("simple", "user", exp["old_schema_version"]),
-                                        ("simple", "user", exp["new_schema_version"])})
+    assert decoder._schemas.keys() >= {
+        ("simple", "user", exp["old_schema_version"]),
+        ("simple", "user", exp["new_schema_version"]),
+    }
     boot = got["simple_02_bootstrap.json"]
     assert (boot.kind, boot.schema_version, boot.table) == (
-        "bootstrap", load_vector("simple_02_bootstrap.json")["expected"]["schema_version"], "new_user")
+        "bootstrap",
+        load_vector("simple_02_bootstrap.json")["expected"]["schema_version"],
+        "new_user",
+    )
     insert = got["simple_03_insert.json"]
     exp = load_vector("simple_03_insert.json")["expected"]
     assert insert.commit_ts == exp["commit_ts"]
@@ -99,7 +121,10 @@ def test_reference_vectors_partial_expectations():
     assert delete.commit_ts == load_vector("simple_05_delete.json")["expected"]["commit_ts"]
     assert delete.after is None and delete.before["score"] == "95.0"
     mark = got["simple_06_watermark.json"]
-    assert (mark.kind, mark.commit_ts) == ("watermark", load_vector("simple_06_watermark.json")["expected"]["resolved_ts"])
+    assert (mark.kind, mark.commit_ts) == (
+        "watermark",
+        load_vector("simple_06_watermark.json")["expected"]["resolved_ts"],
+    )
 
 
 def test_avro_schema_is_the_reference_one():
@@ -132,45 +157,102 @@ def test_vector_events_round_trip_in_avro(name):
 
 ALL_COLUMNS = (
     Column("id", "int", nullable=False),
-    Column("c_tinyint", "tinyint"), Column("c_tinyint_u", "tinyint unsigned"),
-    Column("c_smallint", "smallint"), Column("c_smallint_u", "smallint unsigned"),
-    Column("c_mediumint", "mediumint"), Column("c_mediumint_u", "mediumint unsigned"),
-    Column("c_int", "int(11)"), Column("c_int_u", "int unsigned"),
-    Column("c_bigint", "bigint"), Column("c_bigint_u", "bigint unsigned"),
-    Column("c_decimal", "decimal(10,4)"), Column("c_float", "float"), Column("c_double", "double"),
-    Column("c_bit", "bit(10)"), Column("c_bit64", "bit(64)"),
-    Column("c_date", "date"), Column("c_datetime", "datetime(6)"), Column("c_timestamp", "timestamp(3)"),
-    Column("c_time", "time"), Column("c_time3", "time(3)"), Column("c_year", "year"),
-    Column("c_char", "char(10)"), Column("c_varchar", "varchar(64)"), Column("c_text", "text"),
-    Column("c_binary", "binary(4)"), Column("c_varbinary", "varbinary(300)"), Column("c_blob", "blob"),
-    Column("c_enum", "enum('a','b','it''s')"), Column("c_set", "set('x','y','z')"), Column("c_json", "json"),
+    Column("c_tinyint", "tinyint"),
+    Column("c_tinyint_u", "tinyint unsigned"),
+    Column("c_smallint", "smallint"),
+    Column("c_smallint_u", "smallint unsigned"),
+    Column("c_mediumint", "mediumint"),
+    Column("c_mediumint_u", "mediumint unsigned"),
+    Column("c_int", "int(11)"),
+    Column("c_int_u", "int unsigned"),
+    Column("c_bigint", "bigint"),
+    Column("c_bigint_u", "bigint unsigned"),
+    Column("c_decimal", "decimal(10,4)"),
+    Column("c_float", "float"),
+    Column("c_double", "double"),
+    Column("c_bit", "bit(10)"),
+    Column("c_bit64", "bit(64)"),
+    Column("c_date", "date"),
+    Column("c_datetime", "datetime(6)"),
+    Column("c_timestamp", "timestamp(3)"),
+    Column("c_time", "time"),
+    Column("c_time3", "time(3)"),
+    Column("c_year", "year"),
+    Column("c_char", "char(10)"),
+    Column("c_varchar", "varchar(64)"),
+    Column("c_text", "text"),
+    Column("c_binary", "binary(4)"),
+    Column("c_varbinary", "varbinary(300)"),
+    Column("c_blob", "blob"),
+    Column("c_enum", "enum('a','b','it''s')"),
+    Column("c_set", "set('x','y','z')"),
+    Column("c_json", "json"),
 )
 ALL_V1 = Table("test", "all_types", ALL_COLUMNS, ("id",), table_id=201, schema_version=400000000000000001)
 ALL_V2 = replace(ALL_V1, columns=ALL_COLUMNS + (Column("c_added", "varchar(20)"),), schema_version=400000000000001000)
 EVERY_BYTE = bytes(range(256))
 
 FULL_ROW = {
-    "id": 1, "c_tinyint": -128, "c_tinyint_u": 255, "c_smallint": -32768, "c_smallint_u": 65535,
-    "c_mediumint": -8388608, "c_mediumint_u": 16777215, "c_int": -2147483648, "c_int_u": 4294967295,
-    "c_bigint": -9223372036854775808, "c_bigint_u": 18446744073709551615,
-    "c_decimal": Decimal("-123456.7890"), "c_float": 1.1, "c_double": 3.141592653589793,
-    "c_bit": 1023, "c_bit64": (1 << 64) - 1,
-    "c_date": dt.date(2024, 2, 29), "c_datetime": dt.datetime(2024, 2, 29, 23, 59, 58, 123456),
+    "id": 1,
+    "c_tinyint": -128,
+    "c_tinyint_u": 255,
+    "c_smallint": -32768,
+    "c_smallint_u": 65535,
+    "c_mediumint": -8388608,
+    "c_mediumint_u": 16777215,
+    "c_int": -2147483648,
+    "c_int_u": 4294967295,
+    "c_bigint": -9223372036854775808,
+    "c_bigint_u": 18446744073709551615,
+    "c_decimal": Decimal("-123456.7890"),
+    "c_float": 1.1,
+    "c_double": 3.141592653589793,
+    "c_bit": 1023,
+    "c_bit64": (1 << 64) - 1,
+    "c_date": dt.date(2024, 2, 29),
+    "c_datetime": dt.datetime(2024, 2, 29, 23, 59, 58, 123456),
     "c_timestamp": dt.datetime(2023, 11, 5, 6, 30, 15, 250000),  # 01:30 EST, the second 01:30 in New York
-    "c_time": -dt.timedelta(hours=838, minutes=59, seconds=59), "c_time3": dt.timedelta(seconds=-0.5),
-    "c_year": 2155, "c_char": "héllo 世界", "c_varchar": "a<b>&c \u2028 \"quoted\" 🙂", "c_text": "line\nbreak",
-    "c_binary": b"\x00\xff\x10\x80", "c_varbinary": EVERY_BYTE, "c_blob": EVERY_BYTE[::-1],
-    "c_enum": "it's", "c_set": ("x", "z"), "c_json": '{"k": [1, 2.5, "v"], "n": null}',
+    "c_time": -dt.timedelta(hours=838, minutes=59, seconds=59),
+    "c_time3": dt.timedelta(seconds=-0.5),
+    "c_year": 2155,
+    "c_char": "héllo 世界",
+    "c_varchar": 'a<b>&c \u2028 "quoted" 🙂',
+    "c_text": "line\nbreak",
+    "c_binary": b"\x00\xff\x10\x80",
+    "c_varbinary": EVERY_BYTE,
+    "c_blob": EVERY_BYTE[::-1],
+    "c_enum": "it's",
+    "c_set": ("x", "z"),
+    "c_json": '{"k": [1, 2.5, "v"], "n": null}',
 }
 NULL_ROW = {"id": 2, **{c.name: None for c in ALL_COLUMNS[1:]}}
-SMALL_ROW = {**NULL_ROW, "id": 3, "c_int": 7, "c_enum": "", "c_set": (), "c_float": 0.0, "c_double": -0.0,
-             "c_decimal": Decimal("0"), "c_bit": 0, "c_time": dt.timedelta(0), "c_year": 1901,
-             "c_timestamp": dt.datetime(1970, 1, 1, 0, 0, 1), "c_datetime": dt.datetime(1000, 1, 1)}
+SMALL_ROW = {
+    **NULL_ROW,
+    "id": 3,
+    "c_int": 7,
+    "c_enum": "",
+    "c_set": (),
+    "c_float": 0.0,
+    "c_double": -0.0,
+    "c_decimal": Decimal("0"),
+    "c_bit": 0,
+    "c_time": dt.timedelta(0),
+    "c_year": 1901,
+    "c_timestamp": dt.datetime(1970, 1, 1, 0, 0, 1),
+    "c_datetime": dt.datetime(1000, 1, 1),
+}
 
 
 def _all_types_stream() -> list:
-    updated = {**FULL_ROW, "c_float": -3.4e38, "c_double": 5e-324, "c_enum": "a",
-               "c_set": ("x", "y", "z"), "c_bigint_u": 9223372036854775808, "c_time3": dt.timedelta(hours=-1, milliseconds=-5)}
+    updated = {
+        **FULL_ROW,
+        "c_float": -3.4e38,
+        "c_double": 5e-324,
+        "c_enum": "a",
+        "c_set": ("x", "y", "z"),
+        "c_bigint_u": 9223372036854775808,
+        "c_time3": dt.timedelta(hours=-1, milliseconds=-5),
+    }
     ts = 400000000000000100
     events = [
         Bootstrap(ALL_V1),
@@ -179,8 +261,15 @@ def _all_types_stream() -> list:
         Watermark(ts + 3),
         RowChange(ts + 4, "update", ALL_V1, FULL_ROW, updated),
         RowChange(ts + 5, "update", ALL_V1, NULL_ROW, {**NULL_ROW, "id": 4}),  # key change: delete + insert
-        Ddl(ALL_V2.schema_version, "test", "all_types", "ALTER TABLE `all_types` ADD COLUMN `c_added` VARCHAR(20)",
-            "add_column", ALL_V2, ALL_V1),
+        Ddl(
+            ALL_V2.schema_version,
+            "test",
+            "all_types",
+            "ALTER TABLE `all_types` ADD COLUMN `c_added` VARCHAR(20)",
+            "add_column",
+            ALL_V2,
+            ALL_V1,
+        ),
         RowChange(ALL_V2.schema_version + 1, "insert", ALL_V2, None, {**SMALL_ROW, "c_added": "new"}),
         RowChange(ALL_V2.schema_version + 2, "delete", ALL_V2, {**updated, "c_added": None}, None),
         Watermark(ALL_V2.schema_version + 3),
@@ -192,8 +281,11 @@ def _run(protocol: str, options: dict, events: list, partitions: int = 2):
     """Encode the stream, decode each partition with its own decoder; (decoded, expected) per partition."""
     encoding = protocol.split("-")[1]
     messages = encode_stream(protocol, events, partitions=partitions, options=options)
-    decoder_options = {k: v for k, v in options.items()
-                       if k in ("large-message-handle-compression", "claim-check-raw-value", "time-zone")}
+    decoder_options = {
+        k: v
+        for k, v in options.items()
+        if k in ("large-message-handle-compression", "claim-check-raw-value", "time-zone")
+    }
     decoders = {p: make_decoder(protocol, decoder_options) for p in range(partitions)}
     got = {p: [] for p in range(partitions)}
     for m in messages:
@@ -210,11 +302,18 @@ OPTION_CASES = {
     "snappy": {"large-message-handle-compression": "snappy"},
     "lz4": {"large-message-handle-compression": "lz4", "time-zone": "Europe/Berlin"},
     "claim-check": {"large-message-handle-option": "claim-check", "large-message-threshold": 600},
-    "claim-check-raw-snappy": {"large-message-handle-option": "claim-check", "large-message-threshold": 600,
-                               "claim-check-raw-value": True, "large-message-handle-compression": "snappy"},
+    "claim-check-raw-snappy": {
+        "large-message-handle-option": "claim-check",
+        "large-message-threshold": 600,
+        "claim-check-raw-value": True,
+        "large-message-handle-compression": "snappy",
+    },
     "handle-key-only": {"large-message-handle-option": "handle-key-only", "large-message-threshold": 600},
-    "handle-key-only-lz4": {"large-message-handle-option": "handle-key-only", "large-message-threshold": 400,
-                            "large-message-handle-compression": "lz4"},
+    "handle-key-only-lz4": {
+        "large-message-handle-option": "handle-key-only",
+        "large-message-threshold": 400,
+        "large-message-handle-compression": "lz4",
+    },
 }
 
 
@@ -223,7 +322,9 @@ OPTION_CASES = {
 def test_all_types_round_trip(protocol, case, tmp_path):
     options = dict(OPTION_CASES[case])
     if options.get("large-message-handle-option") == "claim-check":
-        options["claim-check-storage-uri"] = (tmp_path / "claims").as_uri() if "raw" in case else str(tmp_path / "claims")
+        options["claim-check-storage-uri"] = (
+            (tmp_path / "claims").as_uri() if "raw" in case else str(tmp_path / "claims")
+        )
     got, want, _ = _run(protocol, options, _all_types_stream())
     assert got == want
     flags = {f for events in got.values() for e in events for f in e["flags"]}
@@ -252,10 +353,19 @@ def test_round_trip_exact_texts():
     assert updated["c_bigint_u"] == "9223372036854775808" and updated["c_time3"] == "-01:00:00.005"
     assert [r["op"] for r in rows] == ["insert", "insert", "update", "delete", "insert", "insert", "delete"]
     small = rows[5]["after"]
-    assert (small["c_enum"], small["c_set"], small["c_float"], small["c_double"], small["c_decimal"]) == ("", "", "0.0", "0.0", "0.0000")
+    assert (small["c_enum"], small["c_set"], small["c_float"], small["c_double"], small["c_decimal"]) == (
+        "",
+        "",
+        "0.0",
+        "0.0",
+        "0.0000",
+    )
     assert small["c_timestamp"] == "1970-01-01 00:00:01.000" and small["c_time"] == "00:00:00"
     assert rows[5]["schema_version"] == ALL_V2.schema_version and small["c_added"] == "new"
-    assert rows[0]["column_types"]["c_decimal"] == "decimal(10,4)" and rows[0]["column_types"]["c_bigint_u"] == "bigint unsigned"
+    assert (
+        rows[0]["column_types"]["c_decimal"] == "decimal(10,4)"
+        and rows[0]["column_types"]["c_bigint_u"] == "bigint unsigned"
+    )
 
 
 def test_timestamp_json_carries_the_zone():
@@ -285,6 +395,7 @@ def test_message_too_large_without_handling_fails_like_ticdc():
 
 # ---- a consumer that starts mid-stream ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("protocol", ["simple-json", "simple-avro"])
 def test_rows_before_their_schema_wait_for_bootstrap(protocol):
     encoder = sim.SimpleAvroEncoder({}) if protocol == "simple-avro" else sim.SimpleJsonEncoder({})
@@ -293,7 +404,11 @@ def test_rows_before_their_schema_wait_for_bootstrap(protocol):
     decoder = make_decoder(protocol)
     with pytest.raises(SchemaNotYetKnown) as caught:
         decoder.decode(None, row_bytes)
-    assert (caught.value.database, caught.value.table, caught.value.schema_version) == ("test", "all_types", ALL_V1.schema_version)
+    assert (caught.value.database, caught.value.table, caught.value.schema_version) == (
+        "test",
+        "all_types",
+        ALL_V1.schema_version,
+    )
     assert caught.value.protocol == protocol and caught.value.where == "schemaVersion"
     # a bootstrap of another version does not help
     decoder.decode(None, encoder.encode_event(Bootstrap(ALL_V2)))
@@ -320,8 +435,14 @@ def test_database_and_table_ddl(protocol):
     decoder = make_decoder(protocol)
     events = [
         Ddl(500, "shop", None, "CREATE DATABASE `shop`", "create_database"),
-        Ddl(501, "simple", "user", "CREATE TABLE `user` (id INT PRIMARY KEY, name VARCHAR(255), age INT, score FLOAT)",
-            "create_table", USER),
+        Ddl(
+            501,
+            "simple",
+            "user",
+            "CREATE TABLE `user` (id INT PRIMARY KEY, name VARCHAR(255), age INT, score FLOAT)",
+            "create_table",
+            USER,
+        ),
         Ddl(502, "simple", "user", "ALTER TABLE `user` DROP COLUMN `createTime`", "drop_column", USER, USER_V2),
         Ddl(503, "simple", "user", "ALTER TABLE `user` MODIFY COLUMN `age` BIGINT", "modify_column", USER, USER),
         Ddl(504, "simple", "user", "ALTER TABLE `user` CHANGE `age` `years` INT", "rename_column", USER, USER),
@@ -334,20 +455,25 @@ def test_database_and_table_ddl(protocol):
         Ddl(511, "simple", "user", "ALTER TABLE `user` COMMENT = 'x'", "other", USER, USER),
     ]
     for event in events:
-        assert _dicts(decoder.decode(None, encoder.encode_event(event))) == [sim.expected(event, {}, protocol).to_dict()], event.sql
+        assert _dicts(decoder.decode(None, encoder.encode_event(event))) == [
+            sim.expected(event, {}, protocol).to_dict()
+        ], event.sql
 
 
-@pytest.mark.parametrize(("kind", "sql", "ddl_type"), [
-    ("ALTER", "ALTER TABLE t ADD COLUMN c DECIMAL(10,4), ADD COLUMN d INT", "add_column"),
-    ("ALTER", "ALTER TABLE db.t ADD c INT", "add_column"),
-    ("ALTER", "ALTER TABLE t ADD COLUMN c INT, DROP COLUMN d", "other"),
-    ("ALTER", "alter table `t` drop `c`", "drop_column"),
-    ("ALTER", "ALTER TABLE t CHANGE COLUMN c c BIGINT", "modify_column"),
-    ("ALTER", "ALTER TABLE t ALTER COLUMN c SET DEFAULT 1", "modify_column"),
-    ("CINDEX", "ALTER TABLE t ADD INDEX ix (c)", "create_index"),
-    ("QUERY", "CREATE SCHEMA IF NOT EXISTS `s`", "create_database"),
-    ("QUERY", "CREATE VIEW v AS SELECT 1", "other"),
-])
+@pytest.mark.parametrize(
+    ("kind", "sql", "ddl_type"),
+    [
+        ("ALTER", "ALTER TABLE t ADD COLUMN c DECIMAL(10,4), ADD COLUMN d INT", "add_column"),
+        ("ALTER", "ALTER TABLE db.t ADD c INT", "add_column"),
+        ("ALTER", "ALTER TABLE t ADD COLUMN c INT, DROP COLUMN d", "other"),
+        ("ALTER", "alter table `t` drop `c`", "drop_column"),
+        ("ALTER", "ALTER TABLE t CHANGE COLUMN c c BIGINT", "modify_column"),
+        ("ALTER", "ALTER TABLE t ALTER COLUMN c SET DEFAULT 1", "modify_column"),
+        ("CINDEX", "ALTER TABLE t ADD INDEX ix (c)", "create_index"),
+        ("QUERY", "CREATE SCHEMA IF NOT EXISTS `s`", "create_database"),
+        ("QUERY", "CREATE VIEW v AS SELECT 1", "other"),
+    ],
+)
 def test_classify_ddl(kind, sql, ddl_type):
     assert codec.classify_ddl(kind, sql) == ddl_type
 
@@ -359,9 +485,12 @@ def test_database_name_from_sql():
 
 # ---- fast paths equal the shared value functions ----------------------------------------------------
 
+
 def test_float_fast_path_equals_text_float():
     rng = random.Random(7)
-    samples = [rng.uniform(-1e6, 1e6) for _ in range(3000)] + [rng.uniform(-1, 1) * 10 ** rng.randint(-40, 38) for _ in range(3000)]
+    samples = [rng.uniform(-1e6, 1e6) for _ in range(3000)] + [
+        rng.uniform(-1, 1) * 10 ** rng.randint(-40, 38) for _ in range(3000)
+    ]
     samples += [float(f"{rng.randint(1, 999999)}e{rng.randint(-12, 12)}") for _ in range(3000)]
     for x in samples:
         x32 = struct.unpack("<f", struct.pack("<f", x))[0] if abs(x) < 3.4e38 else x
@@ -391,6 +520,7 @@ def test_value_converters_fall_back_to_the_shared_functions():
 
 # ---- malformed input -------------------------------------------------------------------------------------
 
+
 def _json_row(**changes) -> bytes:
     msg = orjson.loads(sim.SimpleJsonEncoder({}).encode_event(VECTOR_EVENTS["simple_04_update.json"]))
     msg.update(changes)
@@ -403,28 +533,33 @@ def _json_decoder():
     return decoder
 
 
-@pytest.mark.parametrize(("value", "where"), [
-    (b"", "value"),
-    (b"{\"version\":1,\"type\":\"INS", "value"),
-    (b"not json", "value"),
-    (b"[1, 2]", "value"),
-    (b"{\"version\":1,\"type\":\"MERGE\",\"commitTs\":1}", "type"),
-    (b"{\"version\":2,\"type\":\"WATERMARK\",\"commitTs\":1}", "version"),
-    (b"{\"version\":1,\"type\":\"WATERMARK\",\"commitTs\":\"1\"}", "commitTs"),
-    (b"{\"version\":1,\"type\":\"WATERMARK\"}", "commitTs"),
-    (b"{\"version\":1,\"type\":\"BOOTSTRAP\",\"tableSchema\":{\"schema\":\"s\",\"table\":\"t\",\"version\":1,"
-     b"\"columns\":[{\"name\":\"a\",\"dataType\":{\"charset\":\"binary\"},\"nullable\":true}]}}",
-     "tableSchema.columns[0].dataType.mysqlType"),
-    (b"{\"version\":1,\"type\":\"ALTER\",\"commitTs\":5}", "sql"),
-    (_json_row(commitTs="447984099186180098"), "commitTs"),
-    (_json_row(schemaVersion=None), "schemaVersion"),
-    (_json_row(data={"id": "1", "age": "twenty", "name": "x", "score": "1"}), "data.age"),
-    (_json_row(data={"id": "1", "age": "2", "name": 5, "score": "1"}), "data.name"),
-    (_json_row(data={"id": "1", "age": "2", "name": "x", "score": "1", "ghost": "1"}), "data.ghost"),
-    (_json_row(data=["1"]), "data"),
-    (_json_row(old=...), "old"),
-    (_json_row(claimCheckLocation="/nonexistent/claim.json"), "claimCheckLocation"),
-])
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        (b"", "value"),
+        (b'{"version":1,"type":"INS', "value"),
+        (b"not json", "value"),
+        (b"[1, 2]", "value"),
+        (b'{"version":1,"type":"MERGE","commitTs":1}', "type"),
+        (b'{"version":2,"type":"WATERMARK","commitTs":1}', "version"),
+        (b'{"version":1,"type":"WATERMARK","commitTs":"1"}', "commitTs"),
+        (b'{"version":1,"type":"WATERMARK"}', "commitTs"),
+        (
+            b'{"version":1,"type":"BOOTSTRAP","tableSchema":{"schema":"s","table":"t","version":1,'
+            b'"columns":[{"name":"a","dataType":{"charset":"binary"},"nullable":true}]}}',
+            "tableSchema.columns[0].dataType.mysqlType",
+        ),
+        (b'{"version":1,"type":"ALTER","commitTs":5}', "sql"),
+        (_json_row(commitTs="447984099186180098"), "commitTs"),
+        (_json_row(schemaVersion=None), "schemaVersion"),
+        (_json_row(data={"id": "1", "age": "twenty", "name": "x", "score": "1"}), "data.age"),
+        (_json_row(data={"id": "1", "age": "2", "name": 5, "score": "1"}), "data.name"),
+        (_json_row(data={"id": "1", "age": "2", "name": "x", "score": "1", "ghost": "1"}), "data.ghost"),
+        (_json_row(data=["1"]), "data"),
+        (_json_row(old=...), "old"),
+        (_json_row(claimCheckLocation="/nonexistent/claim.json"), "claimCheckLocation"),
+    ],
+)
 def test_malformed_json_raises_decode_error(value, where):
     with pytest.raises(DecodeError) as caught:
         _json_decoder().decode(None, value)
@@ -436,11 +571,21 @@ def test_malformed_values_by_type():
     decoder = make_decoder("simple-json")
     decoder.decode(None, sim.SimpleJsonEncoder({}).encode_event(Bootstrap(ALL_V1)))
     good = orjson.loads(sim.SimpleJsonEncoder({}).encode_event(RowChange(9, "insert", ALL_V1, None, FULL_ROW)))
-    for column, bad in [("c_enum", "4"), ("c_enum", "-1"), ("c_set", "8"), ("c_varbinary", "not base64!"),
-                        ("c_decimal", "1.2.3"), ("c_date", "yesterday"), ("c_datetime", 20240101),
-                        ("c_time", "12 o clock"), ("c_timestamp", {"location": "Mars/Olympus", "value": "2024-01-01 00:00:00"}),
-                        ("c_timestamp", {"value": "2024-01-01 00:00:00"}), ("c_float", "fast"), ("c_year", True),
-                        ("c_tinyint", [1])]:
+    for column, bad in [
+        ("c_enum", "4"),
+        ("c_enum", "-1"),
+        ("c_set", "8"),
+        ("c_varbinary", "not base64!"),
+        ("c_decimal", "1.2.3"),
+        ("c_date", "yesterday"),
+        ("c_datetime", 20240101),
+        ("c_time", "12 o clock"),
+        ("c_timestamp", {"location": "Mars/Olympus", "value": "2024-01-01 00:00:00"}),
+        ("c_timestamp", {"value": "2024-01-01 00:00:00"}),
+        ("c_float", "fast"),
+        ("c_year", True),
+        ("c_tinyint", [1]),
+    ]:
         msg = {**good, "data": {**good["data"], column: bad}}
         with pytest.raises(DecodeError) as caught:
             decoder.decode(None, orjson.dumps(msg))
@@ -455,9 +600,27 @@ def test_malformed_avro_raises_decode_error():
             decoder.decode(None, value)
         assert caught.value.protocol == "simple-avro" and caught.value.where == where
     out = io.BytesIO()  # a DML whose float column carries a string
-    fastavro.schemaless_writer(out, codec.message_schema(), {"type": "DML", "payload": ("com.pingcap.simple.avro.DML", {
-        "version": 1, "database": "simple", "table": "user", "tableID": 148, "type": "INSERT", "commitTs": 1,
-        "buildTs": 1, "schemaVersion": V_OLD, "data": {"id": ("long", 1), "score": ("string", "much")}})})
+    fastavro.schemaless_writer(
+        out,
+        codec.message_schema(),
+        {
+            "type": "DML",
+            "payload": (
+                "com.pingcap.simple.avro.DML",
+                {
+                    "version": 1,
+                    "database": "simple",
+                    "table": "user",
+                    "tableID": 148,
+                    "type": "INSERT",
+                    "commitTs": 1,
+                    "buildTs": 1,
+                    "schemaVersion": V_OLD,
+                    "data": {"id": ("long", 1), "score": ("string", "much")},
+                },
+            ),
+        },
+    )
     decoder.decode(None, sim.SimpleAvroEncoder({}).encode_event(Bootstrap(USER)))
     with pytest.raises(DecodeError) as caught:
         decoder.decode(None, out.getvalue())
@@ -468,14 +631,16 @@ def test_malformed_avro_raises_decode_error():
 def test_bad_compression_raises_decode_error(method):
     decoder = make_decoder("simple-json", {"large-message-handle-compression": method})
     with pytest.raises(DecodeError) as caught:
-        decoder.decode(None, b"{\"version\":1,\"type\":\"WATERMARK\",\"commitTs\":1}")
+        decoder.decode(None, b'{"version":1,"type":"WATERMARK","commitTs":1}')
     assert caught.value.protocol == "simple-json" and caught.value.where == "value"
-    assert [e.commit_ts for e in decoder.decode(None, compress(b"{\"version\":1,\"type\":\"WATERMARK\",\"commitTs\":1}", method))] == [1]
+    assert [
+        e.commit_ts for e in decoder.decode(None, compress(b'{"version":1,"type":"WATERMARK","commitTs":1}', method))
+    ] == [1]
 
 
 def test_claim_check_file_that_is_not_a_row(tmp_path):
     target = tmp_path / "c.json"
-    target.write_bytes(b"{\"version\":1,\"type\":\"WATERMARK\",\"commitTs\":1}")
+    target.write_bytes(b'{"version":1,"type":"WATERMARK","commitTs":1}')
     decoder = _json_decoder()
     with pytest.raises(DecodeError) as caught:
         decoder.decode(None, _json_row(claimCheckLocation=str(target)))

@@ -1,6 +1,6 @@
 """The ingest DAG end to end: real broker, Spark, Iceberg, dbt and Airflow, checked against an oracle.
 
-The oracle applies the same statements to a dict (spark_jobs.simulator.oracle); gold must equal it
+The oracle applies the same statements to a dict (spark_jobs.devkit.simulator.oracle); gold must equal it
 row by row as of the consistent timestamp, which is the last watermark.
 """
 
@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.broker import produce
 from spark_jobs.codecs.values import canonical_type
-from spark_jobs.simulator.model import RowChange, Watermark
-from spark_jobs.simulator.oracle import upstream_state
-from spark_jobs.simulator.shop_stream import CUSTOMERS, CUSTOMERS_V2, ORDERS, PRODUCTS, shop_stream, shop_stream_more, tso
-from spark_jobs.simulator.stream import encode_stream
-from spark_jobs.gold_check import gold_state, oracle_state
+from spark_jobs.devkit.broker import produce
+from spark_jobs.devkit.gold_check import gold_state, oracle_state
+from spark_jobs.devkit.simulator.model import RowChange, Watermark
+from spark_jobs.devkit.simulator.oracle import upstream_state
+from spark_jobs.devkit.simulator.shop_stream import (
+    CUSTOMERS,
+    CUSTOMERS_V2,
+    ORDERS,
+    PRODUCTS,
+    shop_stream,
+    shop_stream_more,
+    tso,
+)
+from spark_jobs.devkit.simulator.stream import encode_stream
 
 pytestmark = pytest.mark.e2e
 
@@ -24,8 +32,12 @@ GOLD = {**GOLD_V1, "gold.shop__customers": CUSTOMERS_V2}
 
 
 def publish(broker, events) -> int:
-    return produce(broker.bootstrap, encode_stream("canal-json", events, topic=TOPIC, partitions=PARTITIONS,
-                                                   options={"enable-tidb-extension": True}))
+    return produce(
+        broker.bootstrap,
+        encode_stream(
+            "canal-json", events, topic=TOPIC, partitions=PARTITIONS, options={"enable-tidb-extension": True}
+        ),
+    )
 
 
 def run_dag(airflow_db):
@@ -41,6 +53,7 @@ def run_dag(airflow_db):
 
 def _dags_folder():
     from pathlib import Path
+
     return Path(__file__).resolve().parents[2] / "dags"
 
 
@@ -49,7 +62,10 @@ def last_watermark(events) -> int:
 
 
 def gold_snapshots(spark) -> dict[str, int]:
-    return {t: spark.sql(f"SELECT snapshot_id FROM {t}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()[0][0] for t in GOLD}
+    return {
+        t: spark.sql(f"SELECT snapshot_id FROM {t}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()[0][0]
+        for t in GOLD
+    }
 
 
 def assert_gold_equals_oracle(spark, events, as_of: int, gold: dict) -> None:
@@ -92,15 +108,23 @@ def test_ingest_dag_builds_gold_equal_to_upstream(broker, pipeline_config, spark
     run_dag(airflow_db)
     everything = first + more
     assert spark.table("bronze.kafka_messages").count() == landed
-    new_row_changes = sum(1 + (e.op == "update" and e.before[e.table.key[0]] != e.after[e.table.key[0]])
-                          for e in more if isinstance(e, RowChange))
+    new_row_changes = sum(
+        1 + (e.op == "update" and e.before[e.table.key[0]] != e.after[e.table.key[0]])
+        for e in more
+        if isinstance(e, RowChange)
+    )
     assert spark.table("silver.row_changes").count() == silver_before + new_row_changes
     consistent = last_watermark(everything)
     assert consistent == tso(10_008)
     assert_gold_equals_oracle(spark, everything, consistent, GOLD)
     # customer 3's delete committed after the last watermark: landed in silver, not yet in gold
     assert 3 in {r["id"] for r in spark.table("gold.shop__customers").collect()}
-    assert spark.sql("SELECT count(*) FROM silver.row_changes WHERE `table` = 'customers' AND op = 'delete' "
-                     "AND row_key = '[\"3\"]'").collect()[0][0] == 1
+    assert (
+        spark.sql(
+            "SELECT count(*) FROM silver.row_changes WHERE `table` = 'customers' AND op = 'delete' "
+            "AND row_key = '[\"3\"]'"
+        ).collect()[0][0]
+        == 1
+    )
     tiers = {r["id"]: r["tier"] for r in spark.table("gold.shop__customers").collect()}
     assert tiers[1] == "silver" and tiers[21] == "gold" and tiers[4] is None

@@ -7,30 +7,40 @@ import dataclasses
 
 import pytest
 
-from spark_jobs import land_bronze as landing
-from spark_jobs.broker import produce
+from spark_jobs.bronze import land as landing
+from spark_jobs.bronze.land import BRONZE_TABLE, ConcurrentLandingError, commit_batch, land_bronze, main_snapshot
 from spark_jobs.config import KafkaSettings, LandingSettings, SourceSettings
-from spark_jobs.land_bronze import BRONZE_TABLE, ConcurrentLandingError, commit_batch, land_bronze, main_snapshot
-from spark_jobs.simulator.model import Message
+from spark_jobs.devkit.broker import produce
+from spark_jobs.devkit.simulator.model import Message
 
 pytestmark = pytest.mark.e2e
 
 
 def config_with(pipeline_config, broker, name, topics=(), pattern=None, **landing_settings):
-    source = SourceSettings(name=name, protocol="canal-json", kafka=KafkaSettings(bootstrap_servers=broker.bootstrap),
-                            topics=list(topics), topic_pattern=pattern, landing=LandingSettings(**landing_settings))
+    source = SourceSettings(
+        name=name,
+        protocol="canal-json",
+        kafka=KafkaSettings(bootstrap_servers=broker.bootstrap),
+        topics=list(topics),
+        topic_pattern=pattern,
+        landing=LandingSettings(**landing_settings),
+    )
     return dataclasses.replace(pipeline_config, sources=[source])
 
 
 def bronze_records(spark, source):
-    rows = spark.sql(f"SELECT topic, `partition`, `offset`, key, value, headers FROM {BRONZE_TABLE} WHERE source = '{source}'").collect()
+    rows = spark.sql(
+        f"SELECT topic, `partition`, `offset`, key, value, headers FROM {BRONZE_TABLE} WHERE source = '{source}'"
+    ).collect()
     out = {}
     for r in rows:
         coordinate = (r["topic"], r["partition"], r["offset"])
         assert coordinate not in out, f"{coordinate} landed twice"
-        out[coordinate] = (bytes(r["key"]) if r["key"] is not None else None,
-                           bytes(r["value"]) if r["value"] is not None else None,
-                           [(h["key"], bytes(h["value"]) if h["value"] is not None else None) for h in r["headers"]])
+        out[coordinate] = (
+            bytes(r["key"]) if r["key"] is not None else None,
+            bytes(r["value"]) if r["value"] is not None else None,
+            [(h["key"], bytes(h["value"]) if h["value"] is not None else None) for h in r["headers"]],
+        )
     return out
 
 
@@ -47,16 +57,25 @@ def expected_records(messages):
 def test_bytes_headers_large_and_empty_topics_land_exactly(spark, broker, pipeline_config):
     broker.create_topics(["lb_data"], partitions=2)
     broker.create_topics(["lb_empty"], partitions=1)
-    messages = [Message("lb_data", i % 2, bytes([i, 0, 255, 10]) if i != 4 else None,
-                        None if i == 3 else (b"\x00" * 1_000_000 if i == 5 else bytes(range(256)) * i),
-                        (("h", b"\x00\xff"), ("h", b"repeated"), ("empty", b""))) for i in range(12)]
+    messages = [
+        Message(
+            "lb_data",
+            i % 2,
+            bytes([i, 0, 255, 10]) if i != 4 else None,
+            None if i == 3 else (b"\x00" * 1_000_000 if i == 5 else bytes(range(256)) * i),
+            (("h", b"\x00\xff"), ("h", b"repeated"), ("empty", b"")),
+        )
+        for i in range(12)
+    ]
     produce(broker.bootstrap, messages)
     config = config_with(pipeline_config, broker, "lb", topics=["lb_data", "lb_empty"])
     result = land_bronze(spark, config, "lb")
     assert result.records == 12 and result.per_partition == {("lb_data", 0): 6, ("lb_data", 1): 6}
     assert result.lag == {("lb_data", 0): 0, ("lb_data", 1): 0, ("lb_empty", 0): 0}
     assert bronze_records(spark, "lb") == expected_records(messages)
-    runs = spark.sql(f"SELECT topic, `partition`, records, next_offset FROM bronze.landing_runs WHERE batch_id = '{result.batch_id}'").collect()
+    runs = spark.sql(
+        f"SELECT topic, `partition`, records, next_offset FROM bronze.landing_runs WHERE batch_id = '{result.batch_id}'"
+    ).collect()
     assert sorted((r[0], r[1], r[2], r[3]) for r in runs) == [("lb_data", 0, 6, 6), ("lb_data", 1, 6, 6)]
 
     snapshot = main_snapshot(spark)
@@ -89,7 +108,7 @@ def test_record_and_byte_caps_bound_a_run_and_the_next_run_continues(spark, brok
     produce(broker.bootstrap, more)
     capped = config_with(pipeline_config, broker, "lc", topics=["lc"], max_bytes_per_run=350)
     counts = []
-    while (n := land_bronze(spark, capped, "lc").records):
+    while n := land_bronze(spark, capped, "lc").records:
         counts.append(n)
     assert counts == [4, 4, 2]  # 350 bytes admit 4 records of 100 (the budget is crossed by the 4th)
     assert bronze_records(spark, "lc") == expected_records(messages + more)
@@ -104,13 +123,17 @@ def test_offsets_going_backwards_fail_or_are_accepted_and_recorded(spark, broker
     broker.create_topics(["lg"], partitions=1)
     produce(broker.bootstrap, [Message("lg", 0, None, b"new%d" % i) for i in range(2)])
     snapshot = main_snapshot(spark)
-    with pytest.raises(RuntimeError, match=r"source lg: lg\[0\] offsets went backwards: landed up to 5, broker ends at 2"):
+    with pytest.raises(
+        RuntimeError, match=r"source lg: lg\[0\] offsets went backwards: landed up to 5, broker ends at 2"
+    ):
         land_bronze(spark, config, "lg")
     assert main_snapshot(spark) == snapshot
     accepting = config_with(pipeline_config, broker, "lg", topics=["lg"], accept_gaps=True)
     result = land_bronze(spark, accepting, "lg")
     assert result.records == 2 and [g.kind for g in result.gaps] == ["offsets_went_backwards"]
-    gaps = spark.sql("SELECT topic, `partition`, kind, first_offset, end_offset FROM bronze.landing_gaps WHERE source = 'lg'").collect()
+    gaps = spark.sql(
+        "SELECT topic, `partition`, kind, first_offset, end_offset FROM bronze.landing_gaps WHERE source = 'lg'"
+    ).collect()
     assert [tuple(g) for g in gaps] == [("lg", 0, "offsets_went_backwards", 5, 2)]
     values = sorted(bytes(r[0]) for r in spark.sql(f"SELECT value FROM {BRONZE_TABLE} WHERE source = 'lg'").collect())
     assert values == [b"new0", b"new1", b"old0", b"old1", b"old2", b"old3", b"old4"]
@@ -156,7 +179,17 @@ def test_a_second_run_of_the_same_source_cannot_commit_the_same_range(spark, bro
     assert land_bronze(spark, config, "lx").records == 6
     # ... so run A's commit is refused and publishes nothing
     with pytest.raises(ConcurrentLandingError):
-        commit_batch(spark, rows_a, base, {landing.SUMMARY_SOURCE: "lx", landing.SUMMARY_BATCH: "runA",
-                                           landing.SUMMARY_OFFSETS: "{}", landing.SUMMARY_RANGES: "[]"}, "lx")
+        commit_batch(
+            spark,
+            rows_a,
+            base,
+            {
+                landing.SUMMARY_SOURCE: "lx",
+                landing.SUMMARY_BATCH: "runA",
+                landing.SUMMARY_OFFSETS: "{}",
+                landing.SUMMARY_RANGES: "[]",
+            },
+            "lx",
+        )
     assert bronze_records(spark, "lx") == expected_records(messages)
     assert [r[0] for r in spark.sql(f"SELECT name FROM {BRONZE_TABLE}.refs").collect()] == ["main"]

@@ -11,13 +11,12 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from spark_jobs.broker import produce
-from spark_jobs.simulator.model import Message
+from spark_jobs.devkit.broker import produce
+from spark_jobs.devkit.simulator.model import Message
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
@@ -40,8 +39,12 @@ sources:
 
 def land(config: Path, kill_after: float | None) -> str:
     """One landing process; killed (with its JVM) after `kill_after` seconds if still running."""
-    process = subprocess.Popen([str(BIN / "ticdc-lake"), "land", "--source", "kl", "--config", str(config)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    process = subprocess.Popen(
+        [str(BIN / "ticdc-lake"), "land", "--source", "kl", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         _, err = process.communicate(timeout=kill_after if kill_after is not None else 600)
         if process.returncode != 0:
@@ -62,17 +65,29 @@ def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, tmp_path
     broker.create_topics([TOPIC], partitions=PARTITIONS)
     produced: list[Message] = []
     outcomes = []
-    for i in range(ITERATIONS):
-        batch = [Message(TOPIC, rng.randrange(PARTITIONS), rng.randbytes(rng.randrange(0, 16)) or None,
-                         rng.randbytes(rng.randrange(1, 2048))) for _ in range(rng.randrange(50, 250))]
+    for _i in range(ITERATIONS):
+        batch = [
+            Message(
+                TOPIC,
+                rng.randrange(PARTITIONS),
+                rng.randbytes(rng.randrange(0, 16)) or None,
+                rng.randbytes(rng.randrange(1, 2048)),
+            )
+            for _ in range(rng.randrange(50, 250))
+        ]
         produce(broker.bootstrap, batch)
         produced += batch
         outcomes.append(land(config, kill_after=rng.uniform(3.0, 30.0)))
     assert land(drain, kill_after=None) == "finished"
     assert outcomes.count("killed") >= ITERATIONS // 3, f"too few runs were killed to mean anything: {outcomes}"
 
-    dump = subprocess.run([str(BIN / "python"), "-m", "tests.e2e.dump_bronze", str(config), "kl"], capture_output=True,
-                          text=True, check=True, cwd=Path(__file__).resolve().parents[2])
+    dump = subprocess.run(
+        [str(BIN / "python"), "-m", "tests.e2e.dump_bronze", str(config), "kl"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     landed = [json.loads(line) for line in dump.stdout.splitlines()]
     coordinates = [(t, p, o) for t, p, o, _, _ in landed]
     assert len(coordinates) == len(set(coordinates)), "a record landed twice"
@@ -84,4 +99,3 @@ def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, tmp_path
         expected[(TOPIC, m.partition, o)] = (m.key, m.value)
     got = {(t, p, o): (base64.b64decode(k) if k is not None else None, base64.b64decode(v)) for t, p, o, k, v in landed}
     assert got == expected, f"{len(got)} landed, {len(expected)} produced"
-

@@ -11,22 +11,42 @@ import random
 
 import pytest
 
-from spark_jobs.broker import produce
-from spark_jobs.build_silver import build_silver, rebuild_silver, replay_quarantine
+from spark_jobs.bronze.land import BRONZE_TABLE, land_bronze
 from spark_jobs.config import KafkaSettings, SchemaRegistrySettings, SourceSettings
-from spark_jobs.land_bronze import BRONZE_TABLE, land_bronze
-from spark_jobs.simulator.model import Bootstrap, Column, Ddl, Message, RowChange, Table, Watermark, expected_event
-from spark_jobs.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from tests.support.schema_registry import running_registry
+from spark_jobs.devkit.broker import produce
+from spark_jobs.devkit.registry import running_registry
+from spark_jobs.devkit.simulator.model import (
+    Bootstrap,
+    Column,
+    Ddl,
+    Message,
+    RowChange,
+    Table,
+    Watermark,
+    expected_event,
+)
+from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from spark_jobs.silver.build import build_silver, rebuild_silver, replay_quarantine
 
 pytestmark = pytest.mark.e2e
 
 PARTITIONS = 2
-ITEMS = Table("inv", "items", (
-    Column("id", "int", nullable=False), Column("name", "varchar(32)"), Column("qty", "int"),
-    Column("price", "double"), Column("status", "enum('new','paid','gone')"), Column("created", "datetime(3)"),
-    Column("note", "text"),
-), key=("id",), table_id=300, schema_version=1)
+ITEMS = Table(
+    "inv",
+    "items",
+    (
+        Column("id", "int", nullable=False),
+        Column("name", "varchar(32)"),
+        Column("qty", "int"),
+        Column("price", "double"),
+        Column("status", "enum('new','paid','gone')"),
+        Column("created", "datetime(3)"),
+        Column("note", "text"),
+    ),
+    key=("id",),
+    table_id=300,
+    schema_version=1,
+)
 
 
 def tso(ms: int, logical: int = 0) -> int:
@@ -37,35 +57,60 @@ def logical_stream(rows: int = 30, seed: int = 7) -> list:
     """CREATE TABLE, a bootstrap (Simple only), inserts, updates (one changes the key), deletes, watermarks."""
     rng = random.Random(seed)
     cols = ", ".join(f"`{c.name}` {c.type}{'' if c.nullable else ' NOT NULL'}" for c in ITEMS.columns)
-    events: list = [Ddl(tso(0), "inv", "items", f"CREATE TABLE `inv`.`items` ({cols}, PRIMARY KEY (`id`))",
-                        "create_table", table_after=ITEMS), Bootstrap(ITEMS)]
+    events: list = [
+        Ddl(
+            tso(0),
+            "inv",
+            "items",
+            f"CREATE TABLE `inv`.`items` ({cols}, PRIMARY KEY (`id`))",
+            "create_table",
+            table_after=ITEMS,
+        ),
+        Bootstrap(ITEMS),
+    ]
     live: dict[int, dict] = {}
     ms = 10
     for i in range(1, rows + 1):
-        row = {"id": i, "name": f"item {i} ✓", "qty": rng.randrange(-5, 500), "price": rng.choice([0.5, 1.25, 3.0, 1e-3]),
-               "status": rng.choice(["new", "paid"]), "created": dt.datetime(2025, 11, 1, 8, 0, i % 60, 1000 * (i % 1000)),
-               "note": None if i % 3 else "α" * i}
+        row = {
+            "id": i,
+            "name": f"item {i} ✓",
+            "qty": rng.randrange(-5, 500),
+            "price": rng.choice([0.5, 1.25, 3.0, 1e-3]),
+            "status": rng.choice(["new", "paid"]),
+            "created": dt.datetime(2025, 11, 1, 8, 0, i % 60, 1000 * (i % 1000)),
+            "note": None if i % 3 else "α" * i,
+        }
         live[i] = row
-        events.append(RowChange(tso(ms), "insert", ITEMS, after=row)); ms += 1
+        events.append(RowChange(tso(ms), "insert", ITEMS, after=row))
+        ms += 1
         if i % 10 == 0:
-            events.append(Watermark(tso(ms))); ms += 1
+            events.append(Watermark(tso(ms)))
+            ms += 1
     for i in range(1, rows + 1, 4):
         before = live[i]
         live[i] = {**before, "qty": before["qty"] + 1, "status": "gone"}
-        events.append(RowChange(tso(ms), "update", ITEMS, before=before, after=live[i])); ms += 1
+        events.append(RowChange(tso(ms), "update", ITEMS, before=before, after=live[i]))
+        ms += 1
     for i in range(2, rows + 1, 5):
-        events.append(RowChange(tso(ms), "delete", ITEMS, before=live.pop(i))); ms += 1
+        events.append(RowChange(tso(ms), "delete", ITEMS, before=live.pop(i)))
+        ms += 1
     before = live.pop(3)
     live[1000] = {**before, "id": 1000}
-    events.append(RowChange(tso(ms), "update", ITEMS, before=before, after=live[1000])); ms += 1
+    events.append(RowChange(tso(ms), "update", ITEMS, before=before, after=live[1000]))
+    ms += 1
     events.append(Watermark(tso(ms)))
     return events
 
 
 def source_config(pipeline_config, broker, name, protocol, topic, registry=None, options=None, **decoding):
-    source = SourceSettings(name=name, protocol=protocol, kafka=KafkaSettings(bootstrap_servers=broker.bootstrap),
-                            topics=[topic], options=dict(EXTENSION_OPTIONS[protocol] if options is None else options),
-                            schema_registry=SchemaRegistrySettings(url=registry) if registry else None)
+    source = SourceSettings(
+        name=name,
+        protocol=protocol,
+        kafka=KafkaSettings(bootstrap_servers=broker.bootstrap),
+        topics=[topic],
+        options=dict(EXTENSION_OPTIONS[protocol] if options is None else options),
+        schema_registry=SchemaRegistrySettings(url=registry) if registry else None,
+    )
     if decoding:
         source = dataclasses.replace(source, decoding=dataclasses.replace(source.decoding, **decoding))
     return dataclasses.replace(pipeline_config, sources=[source])
@@ -89,9 +134,18 @@ def land_and_decode(spark, config, name):
 def silver_rows(spark, source):
     rows = spark.sql(f"""SELECT database, `table`, op, commit_ts, row_key, before, after, flags
                          FROM silver.row_changes WHERE source = '{source}'""").collect()
-    return sorted((r["database"], r["table"], r["op"], r["commit_ts"], r["row_key"],
-                   tuple(sorted((r["before"] or {}).items())) if r["before"] is not None else None,
-                   tuple(sorted((r["after"] or {}).items())) if r["after"] is not None else None) for r in rows)
+    return sorted(
+        (
+            r["database"],
+            r["table"],
+            r["op"],
+            r["commit_ts"],
+            r["row_key"],
+            tuple(sorted((r["before"] or {}).items())) if r["before"] is not None else None,
+            tuple(sorted((r["after"] or {}).items())) if r["after"] is not None else None,
+        )
+        for r in rows
+    )
 
 
 def expected_rows(events):
@@ -100,14 +154,23 @@ def expected_rows(events):
     for e in encode_split(events):
         x = expected_event(e)
         key = "[" + ",".join(f'"{x.after[k] if x.after else x.before[k]}"' for k in x.key_columns) + "]"
-        out.append((x.database, x.table, x.op, x.commit_ts, key,
-                    tuple(sorted(x.before.items())) if x.before is not None else None,
-                    tuple(sorted(x.after.items())) if x.after is not None else None))
+        out.append(
+            (
+                x.database,
+                x.table,
+                x.op,
+                x.commit_ts,
+                key,
+                tuple(sorted(x.before.items())) if x.before is not None else None,
+                tuple(sorted(x.after.items())) if x.after is not None else None,
+            )
+        )
     return sorted(out)
 
 
 def encode_split(events):
-    from spark_jobs.simulator.model import split_key_changing_updates
+    from spark_jobs.devkit.simulator.model import split_key_changing_updates
+
     return [e for e in split_key_changing_updates(events) if isinstance(e, RowChange)]
 
 
@@ -154,18 +217,20 @@ def every_protocol(spark, broker, pipeline_config, registry):
 def test_every_protocol_gives_the_same_row_changes(spark, every_protocol):
     events, sources = every_protocol
     expected = expected_rows(events)
-    for protocol, (_, name, landed, result) in sources.items():
+    for protocol, (_, name, _landed, result) in sources.items():
         got = silver_rows(spark, name)
         assert result.quarantined == 0 and result.waiting == 0, f"{protocol}: {result}"
         if protocol == "avro":
-            assert key_only_before(without_losses(got, protocol)) == key_only_before(without_losses(expected, protocol)), protocol
+            assert key_only_before(without_losses(got, protocol)) == key_only_before(
+                without_losses(expected, protocol)
+            ), protocol
         else:
             assert got == expected, f"{protocol} silver rows differ from the logical stream"
 
 
 def test_landed_equals_decoded_plus_quarantined_plus_waiting(spark, every_protocol):
     _, sources = every_protocol
-    for protocol, (_, name, landed, result) in sources.items():
+    for protocol, (_, name, landed, _result) in sources.items():
         bronze = spark.sql(f"SELECT count(*) FROM {BRONZE_TABLE} WHERE source = '{name}'").collect()[0][0]
         decoded = spark.sql(f"SELECT sum(decoded) FROM silver.runs WHERE source = '{name}'").collect()[0][0]
         quarantined = spark.sql(f"SELECT count(*) FROM silver.quarantine WHERE source = '{name}'").collect()[0][0]
@@ -181,7 +246,9 @@ def test_consistent_ts_is_the_last_watermark_and_ddl_is_once(spark, every_protoc
             assert result.consistency == "landed"
             continue
         assert (result.consistent_ts, result.consistency) == (last, "watermark"), protocol
-        ddl = spark.sql(f"SELECT ddl_type, table_schema FROM silver.ddl_events WHERE source = '{name}' AND ddl_type <> 'bootstrap'").collect()
+        ddl = spark.sql(
+            f"SELECT ddl_type, table_schema FROM silver.ddl_events WHERE source = '{name}' AND ddl_type <> 'bootstrap'"
+        ).collect()
         assert [d["ddl_type"] for d in ddl] == ["create_table"], protocol  # broadcast to every partition, stored once
         assert '"elements": ["new", "paid", "gone"]' in ddl[0]["table_schema"]
 
@@ -189,15 +256,34 @@ def test_consistent_ts_is_the_last_watermark_and_ddl_is_once(spark, every_protoc
 def test_running_again_changes_nothing_and_rebuild_equals_incremental(spark, broker, every_protocol):
     _, sources = every_protocol
     config, name, _, _ = sources["canal-json"]
-    snapshots = {t: spark.sql(f"SELECT snapshot_id FROM {t}.refs WHERE name = 'main'").collect()[0][0]
-                 for t in ("silver.row_changes", "silver.ddl_events", "silver.watermarks")}
+    snapshots = {
+        t: spark.sql(f"SELECT snapshot_id FROM {t}.refs WHERE name = 'main'").collect()[0][0]
+        for t in ("silver.row_changes", "silver.ddl_events", "silver.watermarks")
+    }
     incremental = silver_rows(spark, name)
     again = build_silver(spark, config, name)
     assert again.messages == 0
-    assert {t: spark.sql(f"SELECT snapshot_id FROM {t}.refs WHERE name = 'main'").collect()[0][0] for t in snapshots} == snapshots
+    assert {
+        t: spark.sql(f"SELECT snapshot_id FROM {t}.refs WHERE name = 'main'").collect()[0][0] for t in snapshots
+    } == snapshots
     # a second batch decoded incrementally, then everything rebuilt from bronze
-    extra = [RowChange(tso(90_000 + i), "insert", ITEMS, after={"id": 5000 + i, "name": "late", "qty": 1, "price": 2.5,
-             "status": "new", "created": dt.datetime(2025, 11, 2), "note": None}) for i in range(5)] + [Watermark(tso(90_010))]
+    extra = [
+        RowChange(
+            tso(90_000 + i),
+            "insert",
+            ITEMS,
+            after={
+                "id": 5000 + i,
+                "name": "late",
+                "qty": 1,
+                "price": 2.5,
+                "status": "new",
+                "created": dt.datetime(2025, 11, 2),
+                "note": None,
+            },
+        )
+        for i in range(5)
+    ] + [Watermark(tso(90_010))]
     publish(broker, "canal-json", extra, name)
     land_and_decode(spark, config, name)
     incremental = silver_rows(spark, name)
@@ -211,7 +297,9 @@ def test_redeliveries_and_reordering_give_the_same_silver(spark, broker, pipelin
     """30% of the messages delivered again, later, on their partition (TiCDC is at least once)."""
     rng = random.Random(3)
     events = logical_stream(seed=11)
-    clean = encode_stream("canal-json", events, topic="inv_dirty", partitions=PARTITIONS, options=EXTENSION_OPTIONS["canal-json"])
+    clean = encode_stream(
+        "canal-json", events, topic="inv_dirty", partitions=PARTITIONS, options=EXTENSION_OPTIONS["canal-json"]
+    )
     dirty = list(clean)
     for m in rng.sample(clean, k=int(len(clean) * 0.3)):
         later = [i for i, d in enumerate(dirty) if d.partition == m.partition and d is not m]
@@ -219,7 +307,7 @@ def test_redeliveries_and_reordering_give_the_same_silver(spark, broker, pipelin
     broker.create_topics(["inv_dirty"], partitions=PARTITIONS)
     produce(broker.bootstrap, dirty)
     config = source_config(pipeline_config, broker, "inv_dirty", "canal-json", "inv_dirty")
-    landed, result = land_and_decode(spark, config, "inv_dirty")
+    landed, _result = land_and_decode(spark, config, "inv_dirty")
     assert landed == len(dirty) > len(clean)
     assert silver_rows(spark, "inv_dirty") == expected_rows(events)
     ddl = spark.sql("SELECT count(*) FROM silver.ddl_events WHERE source = 'inv_dirty'").collect()[0][0]
@@ -242,27 +330,64 @@ def test_simple_consumer_starting_mid_stream_catches_up_at_the_bootstrap(spark, 
     rows_only = [e for e in events if not isinstance(e, (Ddl, Bootstrap))]
     publish(broker, "simple-json", rows_only, "inv_mid")
     config = source_config(pipeline_config, broker, "inv_mid", "simple-json", "inv_mid")
-    landed, first = land_and_decode(spark, config, "inv_mid")
+    _landed, first = land_and_decode(spark, config, "inv_mid")
     assert first.waiting == len([m for m in rows_only if isinstance(m, RowChange)]) + 1  # the key change is two rows
     assert silver_rows(spark, "inv_mid") == []
     publish(broker, "simple-json", [Bootstrap(ITEMS)], "inv_mid")
     _, second = land_and_decode(spark, config, "inv_mid")
-    assert second.waiting == 0 and spark.sql("SELECT count(*) FROM silver.pending WHERE source = 'inv_mid'").collect()[0][0] == 0
+    assert (
+        second.waiting == 0
+        and spark.sql("SELECT count(*) FROM silver.pending WHERE source = 'inv_mid'").collect()[0][0] == 0
+    )
     assert silver_rows(spark, "inv_mid") == expected_rows(events)
     # rows that never get their schema go to quarantine once they waited too long
-    publish(broker, "simple-json", [RowChange(tso(99_000), "insert", dataclasses.replace(ITEMS, schema_version=77),
-                                              after={"id": 9, "name": "x", "qty": 1, "price": 1.0, "status": "new",
-                                                     "created": dt.datetime(2025, 1, 1), "note": None})], "inv_mid")
+    publish(
+        broker,
+        "simple-json",
+        [
+            RowChange(
+                tso(99_000),
+                "insert",
+                dataclasses.replace(ITEMS, schema_version=77),
+                after={
+                    "id": 9,
+                    "name": "x",
+                    "qty": 1,
+                    "price": 1.0,
+                    "status": "new",
+                    "created": dt.datetime(2025, 1, 1),
+                    "note": None,
+                },
+            )
+        ],
+        "inv_mid",
+    )
     impatient = source_config(pipeline_config, broker, "inv_mid", "simple-json", "inv_mid", max_wait_minutes=0)
     _, third = land_and_decode(spark, impatient, "inv_mid")
     reasons = [r[0] for r in spark.sql("SELECT reason FROM silver.quarantine WHERE source = 'inv_mid'").collect()]
-    assert third.quarantined == 1 and len(reasons) == 1 and "schema version 77" in reasons[0] and "still unknown after 0 minutes" in reasons[0]
+    assert (
+        third.quarantined == 1
+        and len(reasons) == 1
+        and "schema version 77" in reasons[0]
+        and "still unknown after 0 minutes" in reasons[0]
+    )
 
 
-def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(spark, broker, pipeline_config, registry, tmp_path, capsys):
-    good = encode_stream("canal-json", logical_stream(rows=4), topic="inv_bad", partitions=1, options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"})
-    bad = [Message("inv_bad", 0, None, b'{"truncated": '), Message("inv_bad", 0, None, b"\x00\x00\x00\x00\x07" + b"\x02" * 20),
-           Message("inv_bad", 0, None, b"\xff\xfe not snappy")]
+def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(
+    spark, broker, pipeline_config, registry, tmp_path, capsys
+):
+    good = encode_stream(
+        "canal-json",
+        logical_stream(rows=4),
+        topic="inv_bad",
+        partitions=1,
+        options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"},
+    )
+    bad = [
+        Message("inv_bad", 0, None, b'{"truncated": '),
+        Message("inv_bad", 0, None, b"\x00\x00\x00\x00\x07" + b"\x02" * 20),
+        Message("inv_bad", 0, None, b"\xff\xfe not snappy"),
+    ]
     broker.create_topics(["inv_bad"], partitions=1)
     produce(broker.bootstrap, good[:3] + bad + good[3:])
     # the changefeed compresses with snappy, but the source was configured without it: everything is quarantined
@@ -271,11 +396,20 @@ def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(spark, broker
     assert first.quarantined == landed and first.row_changes == 0
     reasons = {r[0] for r in spark.sql("SELECT reason FROM silver.quarantine WHERE source = 'inv_bad'").collect()}
     assert all(r.startswith("canal-json: ") for r in reasons)
-    fixed = source_config(pipeline_config, broker, "inv_bad", "canal-json", "inv_bad",
-                          options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"})
+    fixed = source_config(
+        pipeline_config,
+        broker,
+        "inv_bad",
+        "canal-json",
+        "inv_bad",
+        options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"},
+    )
     replayed = replay_quarantine(spark, fixed, "inv_bad")
     assert replayed.decoded == len(good) and replayed.quarantined == len(bad)
-    left = {(r[0], r[1]) for r in spark.sql("SELECT `offset`, reason FROM silver.quarantine WHERE source = 'inv_bad'").collect()}
+    left = {
+        (r[0], r[1])
+        for r in spark.sql("SELECT `offset`, reason FROM silver.quarantine WHERE source = 'inv_bad'").collect()
+    }
     assert {o for o, _ in left} == {3, 4, 5}
     assert any("corrupt snappy" in r for _, r in left)
     rows = silver_rows(spark, "inv_bad")
@@ -284,18 +418,46 @@ def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(spark, broker
     assert silver_rows(spark, "inv_bad") == rows  # replaying again duplicates nothing
 
     # more messages, good and bad in one batch: the bad ones are quarantined, the rest goes through
-    later = [RowChange(tso(70_000 + i), "insert", ITEMS, after={"id": 7000 + i, "name": "n", "qty": i, "price": 1.0,
-             "status": "paid", "created": dt.datetime(2025, 3, 1), "note": None}) for i in range(3)]
-    more = encode_stream("canal-json", later, topic="inv_bad", partitions=1,
-                         options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"})
+    later = [
+        RowChange(
+            tso(70_000 + i),
+            "insert",
+            ITEMS,
+            after={
+                "id": 7000 + i,
+                "name": "n",
+                "qty": i,
+                "price": 1.0,
+                "status": "paid",
+                "created": dt.datetime(2025, 3, 1),
+                "note": None,
+            },
+        )
+        for i in range(3)
+    ]
+    more = encode_stream(
+        "canal-json",
+        later,
+        topic="inv_bad",
+        partitions=1,
+        options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"},
+    )
     produce(broker.bootstrap, [more[0], Message("inv_bad", 0, None, more[1].value[:-7]), more[1], more[2]])
     _, mixed = land_and_decode(spark, fixed, "inv_bad")
     assert (mixed.decoded, mixed.quarantined, mixed.row_changes) == (3, 1, 3)
-    assert {r[0] for r in spark.sql("SELECT `offset` FROM silver.quarantine WHERE source = 'inv_bad'").collect()} == {3, 4, 5, 14}
+    assert {r[0] for r in spark.sql("SELECT `offset` FROM silver.quarantine WHERE source = 'inv_bad'").collect()} == {
+        3,
+        4,
+        5,
+        14,
+    }
 
     from spark_jobs.cli import main
+
     config_file = tmp_path / "quarantine.yaml"
-    config_file.write_text(f"sources: [{{name: inv_bad, protocol: canal-json, topics: [inv_bad], kafka: {{bootstrap_servers: '{broker.bootstrap}'}}}}]\n")
+    config_file.write_text(
+        f"sources: [{{name: inv_bad, protocol: canal-json, topics: [inv_bad], kafka: {{bootstrap_servers: '{broker.bootstrap}'}}}}]\n"
+    )
     assert main(["quarantine", "list", "--source", "inv_bad", "--config", str(config_file)]) == 0
     listed = capsys.readouterr().out
     assert "inv_bad" in listed and "inv_bad[0]@14" in listed and "corrupt snappy" in listed
@@ -304,10 +466,14 @@ def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(spark, broker
 def test_avro_writer_schema_change_becomes_an_inferred_ddl(spark, broker, pipeline_config, registry):
     wider = dataclasses.replace(ITEMS, columns=ITEMS.columns + (Column("color", "varchar(8)"),))
     base = {"name": "a", "qty": 1, "price": 1.0, "status": "new", "created": dt.datetime(2025, 1, 1), "note": None}
-    events = [RowChange(tso(1), "insert", ITEMS, after={"id": 1, **base}),
-              RowChange(tso(2), "insert", wider, after={"id": 2, **base, "color": "red"})]
+    events = [
+        RowChange(tso(1), "insert", ITEMS, after={"id": 1, **base}),
+        RowChange(tso(2), "insert", wider, after={"id": 2, **base, "color": "red"}),
+    ]
     messages = publish(broker, "avro", events, "inv_avro_ddl", registry=registry)
-    unknown_id = Message("inv_avro_ddl", messages[0].partition, messages[0].key, b"\x00\x00\x0f\x42\x3f" + messages[0].value[5:])
+    unknown_id = Message(
+        "inv_avro_ddl", messages[0].partition, messages[0].key, b"\x00\x00\x0f\x42\x3f" + messages[0].value[5:]
+    )
     produce(broker.bootstrap, [unknown_id])
     config = source_config(pipeline_config, broker, "inv_avro_ddl", "avro", "inv_avro_ddl", registry=registry)
     _, result = land_and_decode(spark, config, "inv_avro_ddl")
@@ -316,5 +482,10 @@ def test_avro_writer_schema_change_becomes_an_inferred_ddl(spark, broker, pipeli
     assert reason.startswith("avro: ") and "schema id 999999 not found" in reason
     ddl = spark.sql("""SELECT ddl_type, ddl_sql, commit_ts, schema_origin FROM silver.ddl_events
                        WHERE source = 'inv_avro_ddl' ORDER BY commit_ts""").collect()
-    assert [(d["ddl_type"], d["schema_origin"]) for d in ddl] == [("create_table", "inferred"), ("add_column", "inferred")]
-    assert ddl[1]["ddl_sql"] == "inferred from the Avro writer schema: added color" and ddl[1]["commit_ts"] == tso(2) - 1
+    assert [(d["ddl_type"], d["schema_origin"]) for d in ddl] == [
+        ("create_table", "inferred"),
+        ("add_column", "inferred"),
+    ]
+    assert (
+        ddl[1]["ddl_sql"] == "inferred from the Avro writer schema: added color" and ddl[1]["commit_ts"] == tso(2) - 1
+    )

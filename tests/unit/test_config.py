@@ -54,17 +54,41 @@ def test_valid_config_loads_with_env_and_secrets(tmp_path, monkeypatch):
     assert configured_source_names(tmp_path / "pipeline.yaml") == ["shop", "orders_avro"]
 
 
-@pytest.mark.parametrize("change, message", [
-    (("protocol: canal-json", "protocol: canal"), "sources[0].protocol: 'canal' is not allowed; allowed: canal-json, open, debezium, avro, simple-json, simple-avro"),
-    (("    topics: [shop_cdc]\n", ""), "sources[0]: give exactly one of 'topics' or 'topic_pattern'"),
-    (("enable-tidb-extension: true", "enable-tidb-extensions: true"), "sources[0].options: unknown option 'enable-tidb-extensions' for protocol canal-json"),
-    (("enable-tidb-extension: true", "enable-tidb-extension: maybe"), "sources[0].options: option 'enable-tidb-extension' for protocol canal-json must be bool, got 'maybe'"),
-    (("  local_dir: lake", "  local_dir: lake\n  colour: blue"), "runtime: unknown key 'colour'; allowed: mode, local_dir, spark, catalog, packages, dbt_target"),
-    (("      bootstrap_servers: ${TEST_BOOTSTRAP:-127.0.0.1:9092}\n", ""), "sources[0].kafka: missing required key 'bootstrap_servers'"),
-    (("mode: embedded", "mode: cloud"), "runtime.mode: 'cloud' is not allowed; allowed: embedded, cluster"),
-    (("    schema_registry: {url: \"http://127.0.0.1:8081\", username_env: TEST_REG_USER, password_env: TEST_REG_PASSWORD}\n", ""), "sources[1].schema_registry: required for protocol avro"),
-    (("name: orders_avro", "name: shop"), "sources[1].name: duplicate source name 'shop'"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            ("protocol: canal-json", "protocol: canal"),
+            "sources[0].protocol: 'canal' is not allowed; allowed: canal-json, open, debezium, avro, simple-json, simple-avro",
+        ),
+        (("    topics: [shop_cdc]\n", ""), "sources[0]: give exactly one of 'topics' or 'topic_pattern'"),
+        (
+            ("enable-tidb-extension: true", "enable-tidb-extensions: true"),
+            "sources[0].options: unknown option 'enable-tidb-extensions' for protocol canal-json",
+        ),
+        (
+            ("enable-tidb-extension: true", "enable-tidb-extension: maybe"),
+            "sources[0].options: option 'enable-tidb-extension' for protocol canal-json must be bool, got 'maybe'",
+        ),
+        (
+            ("  local_dir: lake", "  local_dir: lake\n  colour: blue"),
+            "runtime: unknown key 'colour'; allowed: mode, local_dir, spark, catalog, packages, dbt_target",
+        ),
+        (
+            ("      bootstrap_servers: ${TEST_BOOTSTRAP:-127.0.0.1:9092}\n", ""),
+            "sources[0].kafka: missing required key 'bootstrap_servers'",
+        ),
+        (("mode: embedded", "mode: cloud"), "runtime.mode: 'cloud' is not allowed; allowed: embedded, cluster"),
+        (
+            (
+                '    schema_registry: {url: "http://127.0.0.1:8081", username_env: TEST_REG_USER, password_env: TEST_REG_PASSWORD}\n',
+                "",
+            ),
+            "sources[1].schema_registry: required for protocol avro",
+        ),
+        (("name: orders_avro", "name: shop"), "sources[1].name: duplicate source name 'shop'"),
+    ],
+)
 def test_bad_config_names_file_key_and_allowed(tmp_path, change, message):
     path = write(tmp_path, GOOD.replace(*change))
     with pytest.raises(ConfigError) as err:
@@ -75,9 +99,18 @@ def test_bad_config_names_file_key_and_allowed(tmp_path, change, message):
 
 
 def test_bad_type_and_missing_file(tmp_path):
-    with pytest.raises(ConfigError, match=r"sources\[0\]\.landing\.max_records_per_run: must be an integer, got 'lots'"):
-        load_config(write(tmp_path, GOOD.replace("    options: {enable-tidb-extension: true}\n",
-                                                 "    options: {enable-tidb-extension: true}\n    landing: {max_records_per_run: lots}\n")))
+    with pytest.raises(
+        ConfigError, match=r"sources\[0\]\.landing\.max_records_per_run: must be an integer, got 'lots'"
+    ):
+        load_config(
+            write(
+                tmp_path,
+                GOOD.replace(
+                    "    options: {enable-tidb-extension: true}\n",
+                    "    options: {enable-tidb-extension: true}\n    landing: {max_records_per_run: lots}\n",
+                ),
+            )
+        )
     with pytest.raises(ConfigError, match="configuration file not found"):
         load_config(tmp_path / "missing.yaml")
 
@@ -91,28 +124,47 @@ def test_unset_secret_is_a_config_error_naming_the_variable(tmp_path, monkeypatc
 
 def test_secrets_from_an_airflow_connection(tmp_path, monkeypatch):
     """Airflow reads connections from AIRFLOW_CONN_<ID> (JSON) as from any secrets backend."""
-    monkeypatch.setenv("AIRFLOW_CONN_SHOP_KAFKA", '{"conn_type": "generic", "login": "lake", "password": "s3cret-conn"}')
-    text = GOOD.replace("      sasl_username_env: TEST_KAFKA_USER\n      sasl_password_env: TEST_KAFKA_PASSWORD\n",
-                        "      sasl_connection: shop_kafka\n")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SHOP_KAFKA", '{"conn_type": "generic", "login": "lake", "password": "s3cret-conn"}'
+    )
+    text = GOOD.replace(
+        "      sasl_username_env: TEST_KAFKA_USER\n      sasl_password_env: TEST_KAFKA_PASSWORD\n",
+        "      sasl_connection: shop_kafka\n",
+    )
     settings = kafka_client_settings(load_config(write(tmp_path, text)).source("shop"))
     assert (settings["sasl.username"], settings["sasl.password"]) == ("lake", "s3cret-conn")
-    missing = GOOD.replace("      sasl_username_env: TEST_KAFKA_USER\n      sasl_password_env: TEST_KAFKA_PASSWORD\n",
-                           "      sasl_connection: no_such_connection\n")
+    missing = GOOD.replace(
+        "      sasl_username_env: TEST_KAFKA_USER\n      sasl_password_env: TEST_KAFKA_PASSWORD\n",
+        "      sasl_connection: no_such_connection\n",
+    )
     with pytest.raises(ConfigError, match="Airflow connection 'no_such_connection'"):
         kafka_client_settings(load_config(write(tmp_path, missing)).source("shop"))
 
 
 def test_cluster_mode_spark_settings(tmp_path):
     """The cluster runtime: master URL, shared catalog, jars by Maven coordinate (no local paths)."""
-    from spark_jobs.spark_session import spark_conf
-    config = load_config(write(tmp_path, GOOD.replace("  mode: embedded\n  local_dir: lake\n", """  mode: cluster
+    from spark_jobs.runtime.spark_session import spark_conf
+
+    config = load_config(
+        write(
+            tmp_path,
+            GOOD.replace(
+                "  mode: embedded\n  local_dir: lake\n",
+                """  mode: cluster
   spark: {master: "spark://spark-master:7077", conf: {spark.executor.memory: 4g}}
   catalog: {type: hive, uri: "thrift://metastore:9083", warehouse: "s3a://lake/warehouse"}
   packages: [org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2]
-""")))
+""",
+            ),
+        )
+    )
     conf = spark_conf(config)
     assert conf["spark.master"] == "spark://spark-master:7077"
-    assert conf["spark.sql.catalog.spark_catalog.uri"] == conf["spark.hadoop.hive.metastore.uris"] == "thrift://metastore:9083"
+    assert (
+        conf["spark.sql.catalog.spark_catalog.uri"]
+        == conf["spark.hadoop.hive.metastore.uris"]
+        == "thrift://metastore:9083"
+    )
     assert conf["spark.sql.catalog.spark_catalog.warehouse"] == "s3a://lake/warehouse"
     assert conf["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
     assert conf["spark.executor.memory"] == "4g" and "spark.jars" not in conf

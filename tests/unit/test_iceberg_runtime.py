@@ -2,7 +2,7 @@
 
 import zipfile
 
-from spark_jobs.iceberg_runtime import prepare_iceberg_runtime, relocate_class
+from spark_jobs.runtime.iceberg_runtime import prepare_iceberg_runtime, relocate_class
 
 
 def test_jar_is_built_once_with_every_reference_relocated(tmp_path):

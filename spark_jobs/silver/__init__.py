@@ -1,0 +1,1 @@
+"""Silver: bronze decoded by the codecs into one deduplicated change log, DDL history and watermarks."""
