@@ -20,6 +20,14 @@ DDL_TYPES = (
     "drop_index",
     "create_database",
     "drop_database",
+    "add_partition",
+    "drop_partition",
+    "truncate_partition",
+    "exchange_partition",
+    "reorganize_partition",
+    "alter_table",
+    "multi_schema_change",
+    "recover_table",
     "other",
 )
 
