@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import datetime as dt
-import importlib.util
 import io
 import json
 import pstats
@@ -45,6 +44,7 @@ from spark_jobs.codecs import (  # noqa: E402
     make_decoder,
 )
 from spark_jobs.codecs.simple import message_schema  # noqa: E402
+from spark_jobs.devkit.registry import running_registry  # noqa: E402
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, Message, RowChange, Table, Watermark  # noqa: E402
 from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream  # noqa: E402
 
@@ -243,10 +243,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000, help="row changes per protocol (default 20,000)")
     args = parser.parse_args(argv)
-    registry_module = _load_by_path("bench_schema_registry", ROOT / "tests" / "support" / "schema_registry.py")
     events = orders_stream(args.messages)
     results, profiles = [], []
-    with registry_module.running_registry() as registry_url:
+    with running_registry() as registry_url:
         for protocol in PROTOCOLS:
             options = dict(EXTENSION_OPTIONS[protocol])
             if protocol == "avro":
@@ -285,14 +284,6 @@ def main(argv: list[str] | None = None) -> None:
     print("profile (cumulative share of one decode pass):")
     for protocol, line in profiles:
         print(f"  {protocol:<12} {line}")
-
-
-def _load_by_path(name: str, path: Path):
-    """tests/ is not a package the bench may import from; load the stand-in registry by its path."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
 
+from spark_jobs.codecs import fast_paths
 from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.events import ChangeEvent
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
@@ -147,29 +148,20 @@ def _timestamp_in(zone: dt.tzinfo | None):
     return convert
 
 
-def _enum_of(elements: list[str] | None):
+def _labels_of(base: str, elements: list[str] | None):
+    """ENUM index / SET bitmask text -> its labels; without the elements (no content-compatible), the number."""
     if elements is None:
         return _bit
+    if base == "enum":
+        what, greatest, text_of = "ENUM index", len(elements), text_enum
+    else:
+        what, greatest, text_of = "SET bitmask", (1 << len(elements)) - 1, text_set
 
     def convert(v: str) -> str:
-        index = int(_bit(v))
-        if index > len(elements):
-            raise ValueError(f"ENUM index {index} beyond {len(elements)} elements")
-        return text_enum(index, elements)[0]
-
-    convert.kind = "memo"
-    return convert
-
-
-def _set_of(elements: list[str] | None):
-    if elements is None:
-        return _bit
-
-    def convert(v: str) -> str:
-        mask = int(_bit(v))
-        if mask >> len(elements):
-            raise ValueError(f"SET bitmask {mask} beyond {len(elements)} elements")
-        return text_set(mask, elements)[0]
+        number = int(_bit(v))
+        if number > greatest:
+            raise ValueError(f"{what} {number} beyond {len(elements)} elements")
+        return text_of(number, elements)[0]
 
     convert.kind = "memo"
     return convert
@@ -217,71 +209,48 @@ class _ColumnTypes:
         names = [n for n, _ in columns]
         kinds = [_KINDS.get(c) or getattr(c, "kind", "call") for _, c in columns]
         text_names = [n for n, c in self.converters.items() if c is None]
-        source = _row_source(names, kinds, text_names)
-        make = _CODE_CACHE.get(source)
+        make = fast_paths.generate(PROTOCOL, _row_source(names, kinds, text_names), {"_BAD_INPUT": _BAD_INPUT})
         if make is None:
-            if len(_CODE_CACHE) >= 256:
-                _CODE_CACHE.clear()
-            namespace = {"_BAD_INPUT": _BAD_INPUT}
-            exec(compile(source, "<canal-json row converter>", "exec"), namespace)
-            make = _CODE_CACHE[source] = namespace["make"]
-        args = [_DOUBLE_SHAPE] + [c for _, c in columns]
-        args += [_decimal_shape(c.scale) for (_, c), k in zip(columns, kinds) if k == "decimal"]
+            self.one = self.pair = _no_fast_path
+            return self.one
+        args = [fast_paths.DOUBLE_SHAPE] + [c for _, c in columns]
+        args += [fast_paths.decimal_shape(c.scale) for (_, c), k in zip(columns, kinds) if k == "decimal"]
         args += [{} for k in kinds if k == "memo"]
         self.one, self.pair = make(*args)
         return self.one
 
 
 # ---- row converters generated per mysqlType map ----------------------------------------------------
-# Per distinct mysqlType map, on its first row, two functions are compiled for its exact columns:
-# `one(row)` converts one row image in place, `pair(data, old)` an update's images. They are the
-# fast path of `_convert_row`, all or nothing: they convert into locals and write the row only when
-# every column succeeded, returning True; on anything unusual (a column missing or extra, a value
-# not text, any exception) they return False with the rows untouched, and `_convert_row` then
-# converts them or raises its precise DecodeError. Per column the code is the converter inlined,
-# with fast paths for text already canonical (digit-only integers, decimals at the column's scale,
-# doubles in Python's shortest form, dates and datetimes as sent); ENUM and SET texts are memoised
-# per map. In `pair`, an old value equal to the data value of its column takes the data's text.
+# Per distinct mysqlType map, on its first row, two functions are generated (`fast_paths.generate`)
+# for its exact columns: `one(row)` converts one row image in place, `pair(data, old)` an update's
+# images. They are the fast path of `_convert_row`, all or nothing: they convert into locals and
+# write the row only when every column succeeded, returning True; on anything unusual (a column
+# missing or extra, a value not text, any exception) they return False with the rows untouched, and
+# `_convert_row` then converts them or raises its precise DecodeError. Per column the code is the
+# converter inlined, with fast paths for text already canonical (digit-only integers, decimals at the
+# column's scale, doubles in Python's shortest form, dates and datetimes as sent); ENUM and SET texts
+# are memoised per map. In `pair`, an old value equal to the data value of its column takes the
+# data's text.
 
-_CODE_CACHE: dict[str, object] = {}
 _MEMO_LIMIT = 4096
-# DOUBLE text that is already `text_double` of itself: fixed notation as repr() writes it (no
-# trailing fraction zeros, 1e-4 <= |x|, not -0.0), at most 15 significant digits (checked as at most
-# 16 characters), so its digits are the shortest that round-trip.
-_DOUBLE_SHAPE = re.compile(r"-?[1-9][0-9]*\.[0-9]*[1-9]|-?[1-9][0-9]*\.0|-?0\.(?!0000)[0-9]*[1-9]|0\.0").fullmatch
-_DIGITS = "{v}.isdigit() and {v}.isascii() and ({v}[0] != '0' or len({v}) == 1)"
 
 
-def _decimal_shape(scale: int | None):
-    """Non-negative DECIMAL text `_decimal_of(scale)` returns as is (ASCII digits only: stricter)."""
-    if scale is None:
-        pattern = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
-    elif scale == 0:
-        pattern = r"0|[1-9][0-9]*"
-    else:
-        pattern = rf"(?:0|[1-9][0-9]*)\.[0-9]{{{scale}}}"
-    return re.compile(pattern).fullmatch
+def _no_fast_path(*images) -> bool:
+    """`one` and `pair` under TICDC_CODECS_PRECISE_ONLY: they convert nothing, so `_convert_row` does."""
+    return False
 
 
 def _column_code(kind: str, i: int, v: str) -> tuple[str, str]:
     """("keep", condition under which converter c{i} returns the text `v` as is) or ("memo", "")."""
-    if kind == "integer" or kind == "bit":
-        return "keep", _DIGITS.format(v=v)
-    if kind == "year":
-        return "keep", f"len({v}) == 4 and {v}.isdigit() and {v}.isascii()"
+    if kind == "memo":
+        return "memo", ""
     if kind == "decimal":
         return "keep", f"shape{i}({v})"
-    if kind == "double":
-        return "keep", f"len({v}) <= 16 and double_shape({v})"
-    if kind == "date":
-        return "keep", f"type({v}) is str and len({v}) == 10 and {v}[4] == '-' and {v}[7] == '-'"
     if kind == "datetime":
         return "keep", f"type({v}) is str and len({v}) >= 19 and {v}[10] == ' ' and {v}[13] == ':' and {v}[4] == '-'"
     if kind == "time":
         return "keep", f"type({v}) is str and {v}.count(':') == 2"
-    if kind == "memo":
-        return "memo", ""
-    return "keep", "False"
+    return "keep", fast_paths.canonical_test("integer" if kind == "bit" else kind, v) or "False"
 
 
 def _row_source(names: list[str], kinds: list[str], text_names: list[str]) -> str:
@@ -386,7 +355,7 @@ def _converter(definition: str, zone: dt.tzinfo | None):
         return _decimal_of(scale), scale is None, False
     if base in ("enum", "set"):
         elements = enum_elements(definition) if args is not None else None
-        return (_enum_of if base == "enum" else _set_of)(elements), False, elements is None
+        return _labels_of(base, elements), False, elements is None
     simple = {
         "float": text_float,
         "double": text_double,
@@ -702,49 +671,31 @@ class CanalJsonDecoder:
         # column_types is the map's own, shared by its events: nothing mutates it
         column_types = types.column_types
         one = types.one or types.compile_rows()
+        old = None
         if op == "update":
             old = doc.get("old")
             if type(old) is not list or len(old) != len(data):
                 raise DecodeError(PROTOCOL, f"an UPDATE needs one old row per data row, got {_shown(old)}", "old")
             pair = types.pair
-            for index, row in enumerate(data):
-                before = old[index]
+        insert = op == "insert"
+        for index, row in enumerate(data):
+            row_flags = flags
+            if old is None:
+                if not one(row):
+                    _convert_row(row, types, "data", index)
+                before, after = (None, row) if insert else (row, None)
+            else:
+                before, after = old[index], row
                 if pair(row, before):  # both complete: same columns
-                    row_flags = flags
-                    if self._old_is_partial:
-                        row_flags = flags + ("old_value_partial",)
-                        before = {**row, **before}
+                    partial = self._old_is_partial
                 else:  # the precise path: converts, or raises the exact error
                     if not one(row):
                         _convert_row(row, types, "data", index)
                     _convert_row(before, types, "old", index)
-                    row_flags = flags
-                    if self._old_is_partial or before.keys() != row.keys():
-                        row_flags = flags + ("old_value_partial",)
-                        before = {**row, **before}
-                out.append(
-                    ChangeEvent(
-                        "row",
-                        database,
-                        table,
-                        commit_ts,
-                        op,
-                        key_columns if index == 0 else list(key_columns),
-                        before,
-                        row,
-                        column_types,
-                        None,
-                        None,
-                        None,
-                        None,
-                        list(row_flags),
-                    )
-                )
-            return
-        insert = op == "insert"
-        for index, row in enumerate(data):
-            if not one(row):
-                _convert_row(row, types, "data", index)
+                    partial = self._old_is_partial or before.keys() != row.keys()
+                if partial:
+                    row_flags = flags + ("old_value_partial",)
+                    before = {**row, **before}
             out.append(
                 ChangeEvent(
                     "row",
@@ -753,14 +704,14 @@ class CanalJsonDecoder:
                     commit_ts,
                     op,
                     key_columns if index == 0 else list(key_columns),
-                    None if insert else row,
-                    row if insert else None,
+                    before,
+                    after,
                     column_types,
                     None,
                     None,
                     None,
                     None,
-                    list(flags),
+                    list(row_flags),
                 )
             )
 

@@ -26,6 +26,7 @@ import zoneinfo
 
 import orjson
 
+from spark_jobs.codecs import fast_paths
 from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.events import ChangeEvent
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
@@ -551,14 +552,9 @@ class OpenDecoder:
             self._seen[signature] = seen
             return
         self._seen.pop(signature, None)
-        source = _image_source(signature)
-        make = _CODE_CACHE.get(source)
+        make = fast_paths.generate(PROTOCOL, _image_source(signature), {})
         if make is None:
-            if len(_CODE_CACHE) >= 256:
-                _CODE_CACHE.clear()
-            namespace: dict = {}
-            exec(compile(source, "<open row image>", "exec"), namespace)
-            make = _CODE_CACHE[source] = namespace["make"]
+            return
         plan = self._plan
         types = {name: plan[code << 8 | flag & 0x81][0] for name, code, flag, _ in signature}
         converters = [self._converter_table[code] for _, code, _, _ in signature]
@@ -755,16 +751,16 @@ def _timestamp_converter(zone: dt.tzinfo | None):
 # ---- row images by generated code ------------------------------------------------------------------
 # An image's columns (name -> {"t", "f", "v", "h"}) are typed by each column's own code and flag, so
 # a message carries its schema in every column. Once the same column list with the same codes, flags
-# and handle marks has been decoded a few times, a function is compiled for exactly that signature:
-# straight-line code that checks each column still has it (`is` against the small-int objects the
-# JSON parser returns; anything else means "not this signature") and converts each value with its
-# column's converter inlined, fast paths for values already canonical. It returns (values, types,
-# keys, type flags), types shared by every image of the signature, or None when anything differs or
-# fails, and `_image` / `_values` then decode the image exactly (or raise their precise errors).
+# and handle marks has been decoded a few times, a function is generated (`fast_paths.generate`) for
+# exactly that signature: straight-line code that checks each column still has it (`is` against the
+# small-int objects the JSON parser returns; anything else means "not this signature") and converts
+# each value with its column's converter inlined, fast paths for values already canonical. It returns
+# (values, types, keys, type flags), types shared by every image of the signature, or None when
+# anything differs or fails, and `_image` / `_values` then decode the image exactly (or raise their
+# precise errors).
 
 _LEARN_AFTER = 3  # images of one signature decoded exactly before its function is compiled
 _VARIANTS = 4  # signatures kept per column-name list
-_CODE_CACHE: dict[str, object] = {}
 _INTEGER_CODES = frozenset(_INTEGER_TYPES)
 _INDEX_CODES = frozenset((16, 247, 248))
 _AS_IS_CODES = frozenset((10, 11, 12, 14, 225, 245))  # converter None: the JSON string as is

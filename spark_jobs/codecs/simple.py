@@ -35,6 +35,7 @@ from zoneinfo import ZoneInfo
 import fastavro
 import orjson
 
+from spark_jobs.codecs import fast_paths
 from spark_jobs.codecs import values as V
 from spark_jobs.codecs.errors import ConfigError, DecodeError, SchemaNotYetKnown
 from spark_jobs.codecs.events import ChangeEvent
@@ -481,21 +482,6 @@ def _definition(base: str, length: int, decimal: int | None, elements: list[str]
 # converter, whose exception becomes the DecodeError `_convert` raises. For an update, an old value
 # equal to the data value of the same column takes the data value's text.
 
-_CODE_CACHE: dict[str, Any] = {}
-# DECIMAL text that `_decimal_converter(scale)` returns as is (stricter: ASCII digits only)
-_DECIMAL_SHAPES: dict[int, Any] = {}
-# DOUBLE text that is already `values.text_double` of itself: fixed notation as repr() writes it
-# (no trailing fraction zeros, 1e-4 <= |x|), at most 15 significant digits (checked as at most 16
-# characters), so the digits are the shortest that round-trip; and not -0.0
-_DOUBLE_SHAPE = re.compile(r"-?[1-9][0-9]*\.[0-9]*[1-9]|-?[1-9][0-9]*\.0|-?0\.(?!0000)[0-9]*[1-9]|0\.0").fullmatch
-
-
-def _decimal_shape(scale: int):
-    shape = _DECIMAL_SHAPES.get(scale)
-    if shape is None:
-        shape = _DECIMAL_SHAPES[scale] = re.compile(rf"(?:0|[1-9][0-9]*)\.[0-9]{{{scale}}}").fullmatch
-    return shape
-
 
 def _datetime_shape(t: str, fsp: int | None) -> str:
     """`_datetime_converter(fsp)`'s test for a text it returns as is, over the variable `t`."""
@@ -518,21 +504,19 @@ def _column_code(c: _Column, i: int, v: str, avro: bool) -> tuple[str, str]:
     # another type fails the test with AttributeError and goes to the converter. Avro adds bytes.
     text = f"type({v}) is str and " if avro else ""
     if base in V.INTEGER_TYPES or base == "bit":
-        digits = f"{text}{v}.isdigit() and {v}.isascii() and ({v}[0] != '0' or len({v}) == 1)"
+        digits = text + fast_paths.digits_test(v)
         if not avro:
             return "keep", digits
         whole = f"type({v}) is int and {v} >= 0" if base == "bit" or c.unsigned else f"type({v}) is int"
         return "value", f"{v} if {digits} else str({v}) if {whole} else {call}"
     if base == "year":
-        return "keep", f"{text}len({v}) == 4 and {v}.isdigit() and {v}.isascii()"
+        return "keep", text + fast_paths.year_test(v)
     if base == "decimal" and c.scale is not None:
         if c.scale == 0:
-            return "keep", f"{text}{v}.isdigit() and {v}.isascii() and ({v}[0] != '0' or len({v}) == 1)"
+            return "keep", text + fast_paths.digits_test(v)
         return "keep", f"type({v}) is str and decimal_shape{i}({v})"
-    if base == "double":
-        return "keep", f"type({v}) is str and len({v}) <= 16 and double_shape({v})"
-    if base == "date":
-        return "keep", f"type({v}) is str and len({v}) == 10 and {v}[4:8:3] == '--'"
+    if base == "double" or base == "date":
+        return "keep", fast_paths.canonical_test(base, v)
     if base == "datetime":
         return "keep", f"type({v}) is str and {_datetime_shape(v, c.fsp)}"
     if base == "timestamp":
@@ -641,6 +625,26 @@ def _row_source(schema: _Schema, avro: bool) -> tuple[str, list[str]]:
         "  return one, pair",
     ]
     return "\n".join(lines) + "\n", params
+
+
+def _not_text(v) -> str:
+    return f"text value must be a string, got {type(v).__name__}"
+
+
+def _bad_value(protocol: str, schema: _Schema, name: str, v, reason, where: str) -> DecodeError:
+    column = next(c for c in schema.columns if c.name == name)
+    return DecodeError(
+        protocol, f"bad {column.definition} value {v!r} for column {name!r}: {reason}", f"{where}.{name}"
+    )
+
+
+def _unknown_columns(protocol: str, schema: _Schema, row: dict, where: str) -> DecodeError:
+    unknown = sorted(set(row) - schema.names)
+    return DecodeError(
+        protocol,
+        f"columns {unknown} are not in schema version {schema.version} of {schema.database}.{schema.table}",
+        f"{where}.{unknown[0]}",
+    )
 
 
 # ---- the decoder ------------------------------------------------------------------------------
@@ -850,33 +854,26 @@ class _SimpleDecoder:
             for name in schema.text_columns:
                 v = row.get(name)
                 if v is not None and type(v) is not str:
-                    raise TypeError(f"text value must be a string, got {type(v).__name__}")
+                    raise TypeError(_not_text(v))
         except _BAD_INPUT as exc:
-            column = next(c for c in schema.columns if c.name == name)
-            raise DecodeError(
-                self.protocol, f"bad {column.definition} value {v!r} for column {name!r}: {exc}", f"{where}.{name}"
-            ) from None
+            raise _bad_value(self.protocol, schema, name, v, exc, where) from None
         if not schema.names.issuperset(row):
-            unknown = sorted(set(row) - schema.names)
-            raise DecodeError(
-                self.protocol,
-                f"columns {unknown} are not in schema version {schema.version} of {schema.database}.{schema.table}",
-                f"{where}.{unknown[0]}",
-            )
+            raise _unknown_columns(self.protocol, schema, row, where)
         return row
 
     def _compile_rows(self, schema: _Schema):
         """Give the schema its generated `convert_one` / `convert_pair` (see `_row_source`)."""
-        source, params = _row_source(schema, self._AVRO)
-        make = _CODE_CACHE.get(source)
-        if make is None:
-            if len(_CODE_CACHE) >= 256:
-                _CODE_CACHE.clear()
-            namespace: dict[str, Any] = {"_BAD_INPUT": _BAD_INPUT}
-            exec(compile(source, "<simple row converter>", "exec"), namespace)
-            make = _CODE_CACHE[source] = namespace["make"]
         protocol = self.protocol
-        columns = {c.name: c for c in schema.columns}
+
+        def precise(row, where):
+            return self._convert(schema, row, where)
+
+        source, params = _row_source(schema, self._AVRO)
+        make = fast_paths.generate(protocol, source, {"_BAD_INPUT": _BAD_INPUT})
+        if make is None:
+            schema.convert_one = precise
+            schema.convert_pair = lambda data, old: (precise(data, "data"), precise(old, "old"))
+            return precise
         converters = [convert for _, convert in schema.converters]
         order = [name for name, _ in schema.converters] + list(schema.text_columns)
 
@@ -884,32 +881,13 @@ class _SimpleDecoder:
             try:
                 return converters[i](v)
             except _BAD_INPUT as exc:
-                name = order[i]
-                raise DecodeError(
-                    protocol,
-                    f"bad {columns[name].definition} value {v!r} for column {name!r}: {exc}",
-                    f"{where}.{name}",
-                ) from None
+                raise _bad_value(protocol, schema, order[i], v, exc, where) from None
 
         def text_error(i, v, where):
-            name = order[i]
-            return DecodeError(
-                protocol,
-                f"bad {columns[name].definition} value {v!r} for column {name!r}: "
-                f"text value must be a string, got {type(v).__name__}",
-                f"{where}.{name}",
-            )
+            return _bad_value(protocol, schema, order[i], v, _not_text(v), where)
 
         def unknown_error(row, where):
-            unknown = sorted(set(row) - schema.names)
-            return DecodeError(
-                protocol,
-                f"columns {unknown} are not in schema version {schema.version} of {schema.database}.{schema.table}",
-                f"{where}.{unknown[0]}",
-            )
-
-        def precise(row, where):
-            return self._convert(schema, row, where)
+            return _unknown_columns(protocol, schema, row, where)
 
         # locations whose zone is UTC (None), as the timestamp converter resolves them
         utc_locations = _UTC_NAMES | ({"Local"} if self._default_zone is None else set())
@@ -919,8 +897,9 @@ class _SimpleDecoder:
             "text_error": text_error,
             "unknown_error": unknown_error,
             "utc_locations": frozenset(utc_locations),
-            "double_shape": _DOUBLE_SHAPE,
+            "double_shape": fast_paths.DOUBLE_SHAPE,
         }
+        columns = {c.name: c for c in schema.columns}
         for i, (name, convert) in enumerate(schema.converters):
             args[f"c{i}"] = convert
             column = columns[name]
@@ -929,7 +908,7 @@ class _SimpleDecoder:
             elif column.base == "set":
                 args[f"memo{i}"] = convert.memo.get
             elif column.base == "decimal" and column.scale:
-                args[f"decimal_shape{i}"] = _decimal_shape(column.scale)
+                args[f"decimal_shape{i}"] = fast_paths.decimal_shape(column.scale)
         schema.convert_one, schema.convert_pair = make(*(args[p] for p in params))
         return schema.convert_one
 

@@ -9,7 +9,7 @@ import base64
 import datetime as dt
 from decimal import Decimal
 
-from spark_jobs.codecs.values import text_date, text_datetime, text_double, text_float
+from spark_jobs.codecs.values import text_date, text_datetime, text_double, text_float, text_year
 
 
 def canonical_text(value, mysql_type: str) -> str | None:
@@ -29,11 +29,13 @@ def canonical_text(value, mysql_type: str) -> str | None:
         return text_datetime(value, 6).rstrip("0").rstrip(".") if value.microsecond else text_datetime(value, 0)
     if isinstance(value, dt.date):
         return text_date(value)
+    if base == "year":  # gold keeps YEAR as an int: 0 is `0000`
+        return text_year(value)
     return str(value)
 
 
 def gold_state(spark, table: str, columns: list[tuple[str, str]]) -> dict[tuple, dict[str, str | None]]:
-    """{key tuple (canonical text): {column: canonical text}} of a gold table."""
+    """{key tuple (canonical text): {column: canonical text}} of a gold table (`_row_key`: JSON of the key texts)."""
     import json
 
     state = {}
@@ -46,7 +48,7 @@ def gold_state(spark, table: str, columns: list[tuple[str, str]]) -> dict[tuple,
 def oracle_state(
     rows: dict[tuple, dict[str, str | None]], columns: list[tuple[str, str]]
 ) -> dict[tuple, dict[str, str | None]]:
-    """The oracle's rows with datetimes compared at the precision gold keeps (trailing zeros dropped)."""
+    """The oracle's rows (`oracle.upstream_state`) with datetimes at the precision gold keeps (trailing zeros dropped)."""
     out = {}
     for key, row in rows.items():
         values = {}

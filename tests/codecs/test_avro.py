@@ -24,25 +24,16 @@ from spark_jobs.devkit.registry import StandInRegistry, running_registry
 from spark_jobs.devkit.simulator.avro import expected
 from spark_jobs.devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
 from spark_jobs.devkit.simulator.stream import encode_stream, partition_events
+from tests.codecs.helpers import EVERY_BYTE, INTEGER_COLUMNS, decode_partitions, integer_limits
 
 ZONE = "Asia/Shanghai"
-ALL_BYTES = bytes(range(256))
 
 ALL_TYPES = Table(
     "shop",
     "all_types",
     (
         Column("id", "int", nullable=False),
-        Column("ti", "tinyint"),
-        Column("tiu", "tinyint unsigned"),
-        Column("si", "smallint"),
-        Column("siu", "smallint unsigned"),
-        Column("mi", "mediumint"),
-        Column("miu", "mediumint unsigned"),
-        Column("i", "int"),
-        Column("iu", "int unsigned"),
-        Column("bi", "bigint"),
-        Column("biu", "bigint unsigned"),
+        *INTEGER_COLUMNS,
         Column("dec", "decimal(10,4)"),
         Column("f", "float"),
         Column("d", "double"),
@@ -70,16 +61,7 @@ ALL_TYPES = Table(
 MAX_ROW = {
     "id": 1,
     "code": "k1",
-    "ti": 127,
-    "tiu": 255,
-    "si": 32767,
-    "siu": 65535,
-    "mi": 8388607,
-    "miu": 16777215,
-    "i": 2147483647,
-    "iu": 4294967295,
-    "bi": 9223372036854775807,
-    "biu": 18446744073709551615,
+    **integer_limits(INTEGER_COLUMNS, signed="max", unsigned="max"),
     "dec": Decimal("999999.9999"),
     "f": 3.4e38,
     "d": 1.7976931348623157e308,
@@ -93,8 +75,8 @@ MAX_ROW = {
     "vc": 'héllo 🌍 世界 "q" \\ \n',
     "vc_default": "v",
     "bin": b"\x00\x01\xfe\xff",
-    "vb": ALL_BYTES,
-    "bl": ALL_BYTES[::-1],
+    "vb": EVERY_BYTE,
+    "bl": EVERY_BYTE[::-1],
     "e": "b,c",
     "s": ("x", "z"),
     "j": '{"k": [1, 2.5, "x"], "u": "é"}',
@@ -103,15 +85,7 @@ MAX_ROW = {
 MIN_ROW = {
     "id": 2,
     "code": "k2",
-    "ti": -128,
-    "tiu": 0,
-    "si": -32768,
-    "siu": 0,
-    "mi": -8388608,
-    "miu": 0,
-    "i": -2147483648,
-    "iu": 0,
-    "bi": -9223372036854775808,
+    **integer_limits(INTEGER_COLUMNS, signed="min", unsigned="min"),
     "biu": 9223372036854775808,
     "dec": Decimal("-0.0001"),
     "f": -1.1,
@@ -175,16 +149,6 @@ def options(url: str, extension: bool, decimal_mode: str, unsigned_mode: str) ->
     }
 
 
-def decode_partitions(messages, decoder_options: dict):
-    """Decode with one decoder per partition, as the pipeline does."""
-    decoders = {}
-    out = []
-    for m in messages:
-        decoder = decoders.setdefault(m.partition, make_decoder("avro", decoder_options))
-        out.extend(e.to_dict() for e in decoder.decode(m.key, m.value, list(m.headers)))
-    return out, decoders
-
-
 def expected_dicts(events, opts):
     """Expected events in the order encode_stream emits them: partition by partition."""
     out = []
@@ -212,8 +176,8 @@ def test_round_trip_every_type(registry, extension, decimal_mode, unsigned_mode)
     messages = encode_stream("avro", events, partitions=2, options=opts, dispatch="index-value")
     assert {m.partition for m in messages} == {0, 1}
     assert len(messages) == 9  # 8 row changes, the key-changing update split in two; no DDL, no watermark
-    decoded, _ = decode_partitions(messages, opts)
-    assert decoded == expected_dicts(events, opts)
+    decoded = decode_partitions("avro", messages, opts)
+    assert [e for part in decoded.values() for e in part] == expected_dicts(events, opts)
 
 
 def test_exact_canonical_text(registry):
@@ -250,8 +214,8 @@ def test_exact_canonical_text(registry):
         "vc": 'héllo 🌍 世界 "q" \\ \n',
         "vc_default": "v",
         "bin": "AAH+/w==",
-        "vb": ALL_BYTES_B64,
-        "bl": ALL_BYTES_REVERSED_B64,
+        "vb": EVERY_BYTE_B64,
+        "bl": EVERY_BYTE_REVERSED_B64,
         "e": "b,c",
         "s": "x,z",
         "j": '{"k": [1, 2.5, "x"], "u": "é"}',
@@ -270,13 +234,13 @@ def test_exact_canonical_text(registry):
     assert first.column_types["vc"] == "text" and first.column_types["s"] == "set"
 
 
-ALL_BYTES_B64 = (
+EVERY_BYTE_B64 = (
     "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+P0BBQkNERUZHSElK"
     "S0xNTk9QUVJTVFVWV1hZWltcXV5fYGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6e3x9fn+AgYKDhIWGh4iJiouMjY6PkJGSk5SV"
     "lpeYmZqbnJ2en6ChoqOkpaanqKmqq6ytrq+wsbKztLW2t7i5uru8vb6/wMHCw8TFxsfIycrLzM3Oz9DR0tPU1dbX2Nna29zd3t/g"
     "4eLj5OXm5+jp6uvs7e7v8PHy8/T19vf4+fr7/P3+/w=="
 )
-ALL_BYTES_REVERSED_B64 = (
+EVERY_BYTE_REVERSED_B64 = (
     "//79/Pv6+fj39vX08/Lx8O/u7ezr6uno5+bl5OPi4eDf3t3c29rZ2NfW1dTT0tHQz87NzMvKycjHxsXEw8LBwL++vby7"
     "urm4t7a1tLOysbCvrq2sq6qpqKempaSjoqGgn56dnJuamZiXlpWUk5KRkI+OjYyLiomIh4aFhIOCgYB/fn18e3p5eHd2"
     "dXRzcnFwb25tbGtqaWhnZmVkY2JhYF9eXVxbWllYV1ZVVFNSUVBPTk1MS0pJSEdGRURDQkFAPz49PDs6OTg3NjU0MzIx"
@@ -481,8 +445,8 @@ def test_one_registry_get_per_schema_id():
             int.from_bytes(m.value[1:5], "big") for m in messages if m.value
         }
         assert len(ids) == 4  # key and value schema of two tables
-        decoded, decoders = decode_partitions(messages, opts)
-        assert len(decoders) == 2 and len(decoded) == 27
+        decoded = decode_partitions("avro", messages, opts)
+        assert len(decoded) == 2 and sum(map(len, decoded.values())) == 27
         gets = [path for method, path in reg.requests if method == "GET"]
         assert sorted(gets) == sorted(f"/schemas/ids/{i}" for i in ids)
 

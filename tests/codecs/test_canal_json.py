@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from spark_jobs.codecs import make_decoder
-from spark_jobs.codecs.canal_json import CanalJsonDecoder, classify_ddl
+from spark_jobs.codecs.canal_json import classify_ddl
 from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.large_message import compress
 from spark_jobs.devkit.simulator.canal_json import CanalJsonEncoder, expected, go_string
@@ -25,17 +25,10 @@ from spark_jobs.devkit.simulator.model import (
     split_key_changing_updates,
 )
 from spark_jobs.devkit.simulator.stream import encode_stream
+from tests.codecs.helpers import EVERY_BYTE, EVERY_TYPE, EVERY_TYPE_ROW, changefeed_decoder, decode, decode_partitions
 from tests.reference_vectors import load_vector, vector_names
 
 TSO = 1 << 18  # one physical millisecond in a TSO
-
-
-def decode(value: bytes, **options) -> list:
-    return make_decoder("canal-json", options).decode(None, value, None)
-
-
-def decoded_dicts(value: bytes, **options) -> list[dict]:
-    return [e.to_dict() for e in decode(value, **options)]
 
 
 def compact(text: str) -> bytes:
@@ -70,7 +63,7 @@ def test_all_canal_vectors_are_covered():
 
 def test_vector_01_insert_without_extension():
     v = load_vector("canal_json_01_employee_insert.json")
-    [event] = decoded_dicts(v["value_bytes"], **v["decoder_config"])
+    [event] = [e.to_dict() for e in decode("canal-json", None, v["value_bytes"], v["decoder_config"])]
     assert event == {
         "kind": "row",
         "op": "insert",
@@ -101,7 +94,7 @@ def test_vector_01_insert_without_extension():
 
 def test_vector_02_update_keeps_full_old_image():
     v = load_vector("canal_json_02_employee_update.json")
-    [event] = decode(v["value_bytes"], **v["decoder_config"])
+    [event] = decode("canal-json", None, v["value_bytes"], v["decoder_config"])
     assert (event.op, event.commit_ts, event.flags) == ("update", 1668067229137 << 18, ["commit_ts_inferred"])
     assert {k: event.after[k] for k in v["expected"]["data"]} == v["expected"]["data"]
     assert {k: event.before[k] for k in v["expected"]["old"]} == v["expected"]["old"]
@@ -117,7 +110,7 @@ def test_vector_02_update_keeps_full_old_image():
 
 def test_vector_03_delete_row_is_in_data():
     v = load_vector("canal_json_03_employee_delete.json")
-    [event] = decode(v["value_bytes"], **v["decoder_config"])
+    [event] = decode("canal-json", None, v["value_bytes"], v["decoder_config"])
     assert (event.op, event.after, event.commit_ts) == ("delete", None, 1668067230388 << 18)
     assert {k: event.before[k] for k in v["expected"]["pre_image"]} == {"id": "101", "OfficeLocation": "Los Angeles"}
     assert event.before["HireDate"] == "2015-10-08"
@@ -125,7 +118,7 @@ def test_vector_03_delete_row_is_in_data():
 
 def test_vectors_01_to_03_joined_by_newline_decode_as_one_batch():
     values = [load_vector(n)["value_bytes"] for n in vector_names("canal_json_0")[:3]]
-    events = decode(b"\n".join(values) + b"\n")
+    events = decode("canal-json", None, b"\n".join(values) + b"\n")
     assert [(e.op, e.commit_ts >> 18) for e in events] == [
         ("insert", 1668067205238),
         ("update", 1668067229137),
@@ -136,7 +129,7 @@ def test_vectors_01_to_03_joined_by_newline_decode_as_one_batch():
 
 def test_vector_04_watermark():
     v = load_vector("canal_json_04_watermark_tidb_ext.json")
-    assert decoded_dicts(v["value_bytes"], **v["decoder_config"]) == [
+    assert [e.to_dict() for e in decode("canal-json", None, v["value_bytes"], v["decoder_config"])] == [
         {
             "kind": "watermark",
             "op": None,
@@ -159,7 +152,7 @@ def test_vector_04_watermark():
 
 def test_vector_05_create_table_ddl():
     v = load_vector("canal_json_05_ddl_create_tidb_ext.json")
-    [event] = decode(v["value_bytes"], **v["decoder_config"])
+    [event] = decode("canal-json", None, v["value_bytes"], v["decoder_config"])
     exp = v["expected"]
     assert (event.kind, event.commit_ts, event.database, event.table, event.ddl_sql) == (
         "ddl",
@@ -173,7 +166,7 @@ def test_vector_05_create_table_ddl():
 
 def test_vector_07_drop_database_ddl():
     v = load_vector("canal_json_07_ddl_drop_database_doc.json")
-    [event] = decode(v["value_bytes"], **v["decoder_config"])
+    [event] = decode("canal-json", None, v["value_bytes"], v["decoder_config"])
     assert (event.kind, event.commit_ts, event.ddl_sql, event.ddl_type) == (
         "ddl",
         v["expected"]["commit_ts"],
@@ -185,7 +178,7 @@ def test_vector_07_drop_database_ddl():
 
 def test_vector_08_integer_maxima_with_extension():
     v = load_vector("canal_json_08_insert_int_types_doc.json")
-    [event] = decode(v["value_bytes"], **v["decoder_config"])
+    [event] = decode("canal-json", None, v["value_bytes"], v["decoder_config"])
     assert event.commit_ts == v["expected"]["commit_ts"] and event.flags == []
     assert event.after == {k: str(x) for k, x in v["expected"]["data"].items()}
     assert event.after["c_bigint"] == "9223372036854775807"
@@ -208,7 +201,7 @@ def test_vector_09_binary_is_iso_8859_1():
         '"sql":"","sqlType":{"c_varbinary":2004},"mysqlType":{"c_varbinary":"varbinary"},"old":null,'
         '"data":[{' + fragment + "}]}"
     ).encode("utf-8")
-    [event] = decode(value)
+    [event] = decode("canal-json", None, value)
     raw = bytes(content["expected_bytes_dec"])
     assert raw.hex() == content["expected_bytes_hex"]
     assert event.after == {"c_varbinary": base64.b64encode(raw).decode()}
@@ -293,7 +286,7 @@ def _vector_06_message(rows: list[dict]) -> tuple[bytes, dict]:
 def test_vector_06_every_column_value():
     rows = load_vector("canal_json_06_value_table_all_types.json")["content"]
     value, canonical = _vector_06_message(rows)
-    [event] = decode(value, **{"enable-tidb-extension": True})
+    [event] = decode("canal-json", None, value, {"enable-tidb-extension": True})
     assert event.after == canonical
     # spot checks of the rendering rules the table states
     after = event.after
@@ -314,7 +307,7 @@ def test_vector_06_every_column_value():
 def test_vector_06_timestamp_is_converted_from_the_changefeed_zone():
     rows = load_vector("canal_json_06_value_table_all_types.json")["content"]
     value, _ = _vector_06_message(rows)
-    [event] = decode(value, **{"enable-tidb-extension": True, "time-zone": "Asia/Shanghai"})
+    [event] = decode("canal-json", None, value, {"enable-tidb-extension": True, "time-zone": "Asia/Shanghai"})
     assert event.after["timestampT"] == "2020-02-20 02:20:20"
     assert event.after["datetimeT"] == "2020-02-20 02:20:20"  # DATETIME has no zone
 
@@ -424,7 +417,7 @@ def test_simulator_writes_vector_row_bytes(name, change):
     assert key is None
     assert value == _tidb_row_layout(v["kafka_value"], build_ms)
     assert value.index(b'"old":') < value.index(b'"data":')
-    [event] = decode(value)
+    [event] = decode("canal-json", None, value)
     assert event.to_dict() == expected(change, {}).to_dict()
 
 
@@ -461,77 +454,7 @@ def test_go_string_escaping():
 
 # ---- (c) round trip through the simulator --------------------------------------------------------
 
-ALL_TYPES = Table(
-    "shop",
-    "all_types",
-    (
-        Column("id", "bigint unsigned", nullable=False),
-        Column("ti", "tinyint"),
-        Column("tiu", "tinyint unsigned"),
-        Column("si", "smallint"),
-        Column("siu", "smallint unsigned"),
-        Column("mi", "mediumint"),
-        Column("miu", "mediumint unsigned"),
-        Column("i", "int"),
-        Column("iu", "int unsigned"),
-        Column("bi", "bigint"),
-        Column("biu", "bigint unsigned"),
-        Column("dec", "decimal(20,6)"),
-        Column("dec0", "decimal(10,0)"),
-        Column("f", "float"),
-        Column("d", "double"),
-        Column("b", "bit(64)"),
-        Column("dt", "date"),
-        Column("dtm", "datetime(6)"),
-        Column("ts", "timestamp(3)"),
-        Column("tm", "time(2)"),
-        Column("yr", "year"),
-        Column("c", "char(10)"),
-        Column("vc", "varchar(200)"),
-        Column("tx", "text"),
-        Column("bn", "binary(4)"),
-        Column("vb", "varbinary(300)"),
-        Column("bl", "blob"),
-        Column("en", "enum('a','b''s','c')"),
-        Column("st", "set('x','y','z')"),
-        Column("js", "json"),
-    ),
-    key=("id",),
-)
-
-FULL_ROW = {
-    "id": 18446744073709551615,
-    "ti": -128,
-    "tiu": 255,
-    "si": -32768,
-    "siu": 65535,
-    "mi": -8388608,
-    "miu": 16777215,
-    "i": -2147483648,
-    "iu": 4294967295,
-    "bi": -9223372036854775808,
-    "biu": 18446744073709551615,
-    "dec": Decimal("-12345678901234.123456"),
-    "dec0": Decimal("9999999999"),
-    "f": 1.1,
-    "d": 3.141592653589793,
-    "b": (1 << 64) - 1,
-    "dt": dt.date(2024, 2, 29),
-    "dtm": dt.datetime(2024, 2, 29, 23, 59, 59, 123456),
-    "ts": dt.datetime(2024, 7, 1, 3, 30, 0, 123000),
-    "tm": -dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=990000),
-    "yr": 1901,
-    "c": "héllo",
-    "vc": '日本語 <tag> & "q" \\ \n\t\u2028 😀',
-    "tx": "a\x00b\x1fc",
-    "bn": b"\x00\x01\xfe\xff",
-    "vb": bytes(range(256)),
-    "bl": bytes(range(255, -1, -1)),
-    "en": "b's",
-    "st": ("x", "z"),
-    "js": '{"k": [1, 2.5, "<&>"], "n": null}',
-}
-NULL_ROW = {c.name: None for c in ALL_TYPES.columns} | {"id": 2}
+NULL_ROW = {c.name: None for c in EVERY_TYPE.columns} | {"id": 2}
 SMALL_ROW = {
     "id": 3,
     "ti": 0,
@@ -553,7 +476,7 @@ SMALL_ROW = {
 
 
 def _stream() -> list:
-    full = FULL_ROW
+    full = EVERY_TYPE_ROW
     changed = full | {
         "vc": "changed",
         "f": -2.5,
@@ -562,24 +485,24 @@ def _stream() -> list:
         "bl": None,
     }
     return [
-        Bootstrap(ALL_TYPES),
+        Bootstrap(EVERY_TYPE),
         Ddl(
             100 * TSO + 1,
             "shop",
             "all_types",
             "CREATE TABLE all_types (id bigint unsigned primary key)",
             "create_table",
-            table_after=ALL_TYPES,
+            table_after=EVERY_TYPE,
         ),
-        RowChange(200 * TSO + 5, "insert", ALL_TYPES, after=full),
-        RowChange(200 * TSO + 5, "insert", ALL_TYPES, after=NULL_ROW),
-        RowChange(201 * TSO + 7, "insert", ALL_TYPES, after=SMALL_ROW),
+        RowChange(200 * TSO + 5, "insert", EVERY_TYPE, after=full),
+        RowChange(200 * TSO + 5, "insert", EVERY_TYPE, after=NULL_ROW),
+        RowChange(201 * TSO + 7, "insert", EVERY_TYPE, after=SMALL_ROW),
         Watermark(202 * TSO),
-        RowChange(300 * TSO + 3, "update", ALL_TYPES, before=full, after=changed),
-        RowChange(301 * TSO, "update", ALL_TYPES, before=NULL_ROW, after=NULL_ROW | {"tx": "now set"}),
-        RowChange(302 * TSO + 9, "update", ALL_TYPES, before=SMALL_ROW, after=SMALL_ROW | {"id": 4}),
+        RowChange(300 * TSO + 3, "update", EVERY_TYPE, before=full, after=changed),
+        RowChange(301 * TSO, "update", EVERY_TYPE, before=NULL_ROW, after=NULL_ROW | {"tx": "now set"}),
+        RowChange(302 * TSO + 9, "update", EVERY_TYPE, before=SMALL_ROW, after=SMALL_ROW | {"id": 4}),
         Ddl(400 * TSO, "shop", "all_types", "ALTER TABLE all_types ADD COLUMN extra int", "add_column"),
-        RowChange(500 * TSO + 2, "delete", ALL_TYPES, before=changed),
+        RowChange(500 * TSO + 2, "delete", EVERY_TYPE, before=changed),
         Ddl(600 * TSO, "shop", None, "DROP DATABASE shop", "drop_database"),
         Watermark(700 * TSO),
     ]
@@ -620,10 +543,6 @@ OPTION_SETS = {
 }
 
 
-def _decoder_options(options: dict) -> dict:
-    return {k: v for k, v in options.items() if k in CanalJsonDecoder.OPTIONS}
-
-
 @pytest.mark.parametrize("name", sorted(OPTION_SETS))
 def test_round_trip(name, tmp_path):
     options = dict(OPTION_SETS[name])
@@ -631,8 +550,7 @@ def test_round_trip(name, tmp_path):
         options["claim-check-storage-uri"] = ("file://" if name == "claim-check" else "") + str(tmp_path / "cc")
     events = _stream()
     messages = encode_stream("canal-json", events, options=options)
-    decoder = make_decoder("canal-json", _decoder_options(options))
-    got = [e.to_dict() for m in messages for e in decoder.decode(m.key, m.value, list(m.headers) or None)]
+    [got] = decode_partitions("canal-json", messages, options).values()
     want = [x.to_dict() for x in (expected(e, options) for e in split_key_changing_updates(events)) if x is not None]
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -644,14 +562,14 @@ def test_round_trip(name, tmp_path):
     if "claim-check" in name:
         assert "claim_check" in flags[1] and "claim_check" not in flags[2]
         assert len(list((tmp_path / "cc").iterdir())) == sum("claim_check" in f for f in flags) >= 2
-        assert got[1]["after"]["vb"] == base64.b64encode(bytes(range(256))).decode()
+        assert got[1]["after"]["vb"] == base64.b64encode(EVERY_BYTE).decode()
 
 
 def test_round_trip_values_are_canonical():
     """Spot checks of what `expected` says, so a shared mistake in encoder and oracle still fails."""
     options = OPTION_SETS["content-compatible"]
     messages = encode_stream("canal-json", _stream(), options=options)
-    decoder = make_decoder("canal-json", _decoder_options(options))
+    decoder = changefeed_decoder("canal-json", options)
     events = [e for m in messages for e in decoder.decode(m.key, m.value)]
     full = events[1].after
     assert full["biu"] == "18446744073709551615" and full["bi"] == "-9223372036854775808"
@@ -677,7 +595,7 @@ def test_round_trip_values_are_canonical():
 def test_plain_options_lose_what_the_docstring_says():
     options = OPTION_SETS["plain"]
     messages = encode_stream("canal-json", _stream(), options=options)
-    decoder = make_decoder("canal-json", _decoder_options(options))
+    decoder = changefeed_decoder("canal-json", options)
     events = [e for m in messages for e in decoder.decode(m.key, m.value)]
     assert [e.kind for e in events] == ["ddl"] + ["row"] * 7 + ["ddl", "row", "ddl"]
     insert = events[1]
@@ -695,7 +613,7 @@ def test_composite_key_is_in_column_order():
     table = Table("d", "t", (Column("a", "int"), Column("b", "varchar(4)"), Column("v", "int")), key=("b", "a"))
     change = RowChange(9 * TSO, "insert", table, after={"a": 1, "b": "x", "v": None})
     [(_, value, _)] = CanalJsonEncoder({}).encode([change])
-    [event] = decode(value)
+    [event] = decode("canal-json", None, value)
     assert event.key_columns == ["a", "b"] == expected(change, {}).key_columns
 
 
@@ -802,7 +720,7 @@ def _row(**changes) -> bytes:
 )
 def test_malformed_messages_raise_decode_error(value, where):
     with pytest.raises(DecodeError) as info:
-        decode(value)
+        decode("canal-json", None, value)
     assert str(info.value).startswith("canal-json: ")
     assert info.value.protocol == "canal-json"
     assert where in (info.value.where or "")
@@ -810,15 +728,15 @@ def test_malformed_messages_raise_decode_error(value, where):
 
 def test_enum_index_beyond_definition_with_content_compatible():
     with pytest.raises(DecodeError, match=r"canal-json: .*ENUM index 2.*\(at data\[0\]\.e\)"):
-        decode(_row(data__0__e="2", mysqlType__e="enum('a')"), **{"content-compatible": True})
-    assert decode(_row(data__0__e="2"))[0].after["e"] == "2"
+        decode("canal-json", None, _row(data__0__e="2", mysqlType__e="enum('a')"), {"content-compatible": True})
+    assert decode("canal-json", None, _row(data__0__e="2"))[0].after["e"] == "2"
 
 
 @pytest.mark.parametrize("method", ["snappy", "lz4"])
 def test_bad_compression_raises_decode_error(method):
     with pytest.raises(DecodeError, match=f"canal-json: corrupt {method}"):
-        decode(b"\x00garbage, not compressed\xff", **{"large-message-handle-compression": method})
-    [event] = decode(compress(_row(), method), **{"large-message-handle-compression": method})
+        decode("canal-json", None, b"\x00garbage, not compressed\xff", {"large-message-handle-compression": method})
+    [event] = decode("canal-json", None, compress(_row(), method), {"large-message-handle-compression": method})
     assert event.after == {"id": "1", "e": "1", "b": "eA=="}
 
 
@@ -826,10 +744,10 @@ def test_claim_check_file_without_a_message(tmp_path):
     location = tmp_path / "x.json"
     location.write_bytes(b"{}")
     with pytest.raises(DecodeError, match="claimCheckLocation"):
-        decode(_row(_tidb__claimCheckLocation=str(location)))
+        decode("canal-json", None, _row(_tidb__claimCheckLocation=str(location)))
     location.write_bytes(b'{"key": null, "value": "bm90IGpzb24="}')
     with pytest.raises(DecodeError, match="holds no JSON message"):
-        decode(_row(_tidb__claimCheckLocation=str(location)))
+        decode("canal-json", None, _row(_tidb__claimCheckLocation=str(location)))
 
 
 def test_bad_options_are_config_errors():

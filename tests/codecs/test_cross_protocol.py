@@ -16,18 +16,11 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.codecs import (
-    PROTOCOLS,
-    ChangeEvent,
-    decoder_class,
-    make_decoder,
-)
-from spark_jobs.codecs.values import enum_elements, fsp_of, text_double, text_enum, text_set
-from spark_jobs.devkit.registry import running_registry
+from spark_jobs.codecs import PROTOCOLS, ChangeEvent
+from spark_jobs.codecs.values import INTEGER_TYPES, enum_elements, fsp_of, text_double, text_enum, text_set
 from spark_jobs.devkit.simulator import avro as avro_sim
 from spark_jobs.devkit.simulator import canal_json as canal_sim
 from spark_jobs.devkit.simulator import debezium as debezium_sim
@@ -43,7 +36,8 @@ from spark_jobs.devkit.simulator.model import (
     expected_event,
     split_key_changing_updates,
 )
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream, make_encoder, partition_events
+from spark_jobs.devkit.simulator.stream import encode_stream, make_encoder, partition_events
+from tests.codecs.helpers import changefeed_options, decode_partitions, integer_range
 
 # The option set each variant runs with: the TiDB extension on wherever the protocol has one.
 
@@ -59,25 +53,13 @@ EXPECTED: dict[str, Callable[[Any, dict], ChangeEvent | None]] = {
 ROW_FIELDS = ("database", "table", "op", "commit_ts", "key_columns", "before", "after")
 
 
-@pytest.fixture(scope="module")
-def registry_url():
-    with running_registry() as url:
-        yield url
-
-
 # ---- strategies ---------------------------------------------------------------------------------
 
-_INT_RANGES = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
 _TIME_MAX_US = (838 * 3600 + 59 * 60 + 59) * 1_000_000
 _TS_MIN = dt.datetime(1970, 1, 1, 0, 0, 1)
 _TS_MAX = dt.datetime(2038, 1, 19, 3, 14, 7, 999999)
 _LABEL = st.text(alphabet="abcxyzé字'\\ _-", min_size=1, max_size=5)
 _TEXT = st.text(max_size=12)
-
-
-def _int_range(base: str, unsigned: bool) -> tuple[int, int]:
-    bits = _INT_RANGES[base]
-    return (0, (1 << bits) - 1) if unsigned else (-(1 << bits - 1), (1 << bits - 1) - 1)
 
 
 def _truncate(micros: int, fsp: int) -> int:
@@ -97,7 +79,7 @@ def column_types(draw, key: bool = False) -> str:
         kinds += ["float", "double", "bit", "timestamp", "text", "blob", "set", "json"]
     kind = draw(st.sampled_from(kinds))
     if kind == "int":
-        base = draw(st.sampled_from(list(_INT_RANGES)))
+        base = draw(st.sampled_from(INTEGER_TYPES))
         return base + (" unsigned" if draw(st.booleans()) else "")
     if kind == "decimal":
         precision = draw(st.integers(1, 65))
@@ -137,9 +119,9 @@ def _json_values():
 
 def values_of(column: Column) -> st.SearchStrategy:
     """Typed model values (see model.py) a column of this type can hold."""
-    base, unsigned, definition = column.base, column.unsigned, column.type
-    if base in _INT_RANGES:
-        return st.integers(*_int_range(base, unsigned))
+    base, definition = column.base, column.type
+    if base in INTEGER_TYPES:
+        return st.integers(*integer_range(definition))
     if base == "decimal":
         precision, scale = (int(p) for p in definition[8:-1].split(","))
         limit = 10**precision - 1
@@ -278,21 +260,11 @@ def streams(draw) -> list:
 # ---- encode, decode ------------------------------------------------------------------------------
 
 
-def _options(protocol: str, registry_url: str | None) -> dict[str, Any]:
-    options = dict(EXTENSION_OPTIONS[protocol])
-    if protocol == "avro":
-        options["schema-registry-url"] = registry_url
-    return options
-
-
 def run(protocol: str, events: list, options: dict, partitions: int, dispatch: str):
     """(decoded, expected) as to_dict() lists per partition: one decoder per partition, in order."""
     messages = encode_stream(protocol, events, partitions=partitions, options=options, dispatch=dispatch)
-    allowed = decoder_class(protocol).OPTIONS
-    decoders = [make_decoder(protocol, {k: v for k, v in options.items() if k in allowed}) for _ in range(partitions)]
-    got: list[list[dict]] = [[] for _ in range(partitions)]
-    for m in messages:
-        got[m.partition].extend(e.to_dict() for e in decoders[m.partition].decode(m.key, m.value, list(m.headers)))
+    decoded = decode_partitions(protocol, messages, options)
+    got = [decoded.get(p, []) for p in range(partitions)]
     ddl_to_all = make_encoder(protocol, options).DDL_TO_ALL_PARTITIONS
     want = [
         [x.to_dict() for x in (EXPECTED[protocol](e, options) for e in part) if x is not None]
@@ -415,7 +387,7 @@ def check_stream(events: list, registry_url: str, partitions: int = 1, dispatch:
     everything = [rule for rules in LOSSES.values() for rule in rules]
     common = None
     for protocol in PROTOCOLS:
-        options = _options(protocol, registry_url)
+        options = changefeed_options(protocol, registry_url)
         got, want = run(protocol, events, options, partitions, dispatch)
         # (a) exactly what the protocol's expected() says
         assert got == want, protocol

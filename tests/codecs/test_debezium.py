@@ -18,12 +18,8 @@ from spark_jobs.codecs.events import FLAGS, ChangeEvent
 from spark_jobs.devkit.simulator.debezium import DebeziumEncoder, expected
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark, expected_event
 from spark_jobs.devkit.simulator.stream import encode_stream, partition_events
+from tests.codecs.helpers import EVERY_BYTE, decode, decode_partitions, integer_columns, integer_limits
 from tests.reference_vectors import load_vector, vector_names
-
-
-def decode(key, value, options=None):
-    return make_decoder("debezium", options or {}).decode(key, value)
-
 
 # ---- (a) every reference vector ----------------------------------------------------------------
 
@@ -43,6 +39,18 @@ def _row(op, commit_ts, before, after, types, flags, table="table1", key=("tiny"
     )
 
 
+def _ddl(table, ddl_type, sql, table_schema):
+    return ChangeEvent(
+        kind="ddl",
+        database="test",
+        table=table,
+        commit_ts=1,
+        ddl_type=ddl_type,
+        ddl_sql=sql,
+        table_schema=table_schema,
+    )
+
+
 # The vectors' partial expectations (commit_ts, after/before, resolved_ts, query) as full events.
 VECTOR_EVENTS = {
     "debezium_02_insert_no_schema.json": _row("insert", 1, None, {"tiny": "1"}, {"tiny": "bigint"}, ["types_partial"]),
@@ -57,29 +65,18 @@ VECTOR_EVENTS = {
     ),
     "debezium_06_delete_no_schema.json": _row("delete", 1, {"tiny": "2"}, None, {"tiny": "bigint"}, ["types_partial"]),
     "debezium_07_watermark.json": ChangeEvent(kind="watermark", commit_ts=3),
-    "debezium_08_ddl_rename_with_schema.json": ChangeEvent(
-        kind="ddl",
-        database="test",
-        table="table1",
-        commit_ts=1,
-        ddl_type="rename_table",
-        ddl_sql="RENAME TABLE test.table1 to test.table2",
-        table_schema={
+    "debezium_08_ddl_rename_with_schema.json": _ddl(
+        "table1",
+        "rename_table",
+        "RENAME TABLE test.table1 to test.table2",
+        {
             "database": "test",
             "table": "table1",
             "key_columns": ["id"],
             "columns": [{"name": "id", "type": "int", "nullable": False}],
         },
     ),
-    "debezium_10_ddl_drop_table_no_schema.json": ChangeEvent(
-        kind="ddl",
-        database="test",
-        table="table2",
-        commit_ts=1,
-        ddl_type="drop_table",
-        ddl_sql="DROP TABLE test.table2",
-        table_schema=None,
-    ),
+    "debezium_10_ddl_drop_table_no_schema.json": _ddl("table2", "drop_table", "DROP TABLE test.table2", None),
 }
 
 # debezium_01 is the real Debezium connector's output; TiCDC's differs only in payload.source.
@@ -166,24 +163,8 @@ ALL_TYPES_TYPES = {
 
 def _ticdc_all_types_value() -> bytes:
     doc = json.loads(load_vector("debezium_01_all_types_insert.json")["value_bytes"])
-    doc["payload"]["source"] = {
-        "version": "2.4.0.Final",
-        "connector": "TiCDC",
-        "name": "dbserver1",
-        "ts_ms": 0,
-        "snapshot": "false",
-        "db": "test",
-        "table": "foo",
-        "server_id": 0,
-        "gtid": None,
-        "file": "",
-        "pos": 0,
-        "row": 0,
-        "thread": 0,
-        "query": None,
-        "commit_ts": 449000000000000000,
-        "cluster_id": "dbserver1",
-    }
+    source = DebeziumEncoder({"cluster-id": "dbserver1"}).source("test", "foo", 449000000000000000)
+    doc["payload"]["source"] = source | {"ts_ms": 0}
     return json.dumps(doc).encode()
 
 
@@ -195,6 +176,7 @@ def test_every_vector_has_an_expectation():
 def test_vector(name):
     v = load_vector(name)
     events = decode(
+        "debezium",
         v["key_bytes"],
         v["value_bytes"],
         {
@@ -216,7 +198,7 @@ def test_vector(name):
 
 def test_vector_all_types_every_column():
     v = load_vector("debezium_01_all_types_insert.json")
-    [event] = decode(v["key_bytes"], _ticdc_all_types_value())
+    [event] = decode("debezium", v["key_bytes"], _ticdc_all_types_value())
     assert (event.kind, event.op, event.database, event.table) == ("row", "insert", "test", "foo")
     assert event.commit_ts == 449000000000000000
     assert event.key_columns == ["pk"]
@@ -230,7 +212,7 @@ def test_vector_all_types_every_column():
 def test_vector_all_types_without_commit_ts_is_rejected():
     v = load_vector("debezium_01_all_types_insert.json")
     with pytest.raises(DecodeError) as err:
-        decode(v["key_bytes"], v["value_bytes"])
+        decode("debezium", v["key_bytes"], v["value_bytes"])
     assert err.value.where == "payload.source.commit_ts"
 
 
@@ -311,21 +293,15 @@ def test_simulator_sends_no_watermark_without_extension():
 
 # ---- (c) round trip through encode_stream -----------------------------------------------------------
 
+INTEGERS = integer_columns(
+    "c_tiny", "c_tiny_u", "c_small", "c_small_u", "c_medium", "c_medium_u", "c_int", "c_int_u", "c_big", "c_big_u"
+)
 ALL = Table(
     "shop",
     "all_types",
     (
         Column("id", "int", nullable=False),
-        Column("c_tiny", "tinyint"),
-        Column("c_tiny_u", "tinyint unsigned"),
-        Column("c_small", "smallint"),
-        Column("c_small_u", "smallint unsigned"),
-        Column("c_medium", "mediumint"),
-        Column("c_medium_u", "mediumint unsigned"),
-        Column("c_int", "int"),
-        Column("c_int_u", "int unsigned"),
-        Column("c_big", "bigint"),
-        Column("c_big_u", "bigint unsigned"),
+        *INTEGERS,
         Column("c_dec", "decimal(10,4)"),
         Column("c_float", "float"),
         Column("c_double", "double"),
@@ -354,16 +330,7 @@ ALL = Table(
 
 FULL_ROW = {
     "id": 1,
-    "c_tiny": -128,
-    "c_tiny_u": 255,
-    "c_small": -32768,
-    "c_small_u": 65535,
-    "c_medium": -8388608,
-    "c_medium_u": 16777215,
-    "c_int": -2147483648,
-    "c_int_u": 4294967295,
-    "c_big": -9223372036854775808,
-    "c_big_u": 18446744073709551615,
+    **integer_limits(INTEGERS, signed="min", unsigned="max"),
     "c_dec": Decimal("123.4500"),
     "c_float": 1.1,
     "c_double": 12345.12345,
@@ -381,8 +348,8 @@ FULL_ROW = {
     "c_varchar": '日本語 — ü 🎉 "quoted" \\ back',
     "c_text": "line1\nline2\t\x01",
     "c_binary": b"\x00\xff\x10\x80",
-    "c_varbinary": bytes(range(256)),
-    "c_blob": bytes(range(255, -1, -1)),
+    "c_varbinary": EVERY_BYTE,
+    "c_blob": EVERY_BYTE[::-1],
     "c_enum": "b",
     "c_set": ("x", "z"),
     "c_json": '{"a": [1, 2.5, "ü"], "b": null}',
@@ -491,9 +458,9 @@ def test_round_trip(options):
     messages = encode_stream("debezium", events, partitions=2, options=options)
     per_partition = partition_events(events, 2, ddl_to_all=True)
     assert {m.partition for m in messages} == {0, 1}
+    decoded = decode_partitions("debezium", messages, options)
     for partition, logical in enumerate(per_partition):
-        decoder = make_decoder("debezium", options)
-        got = [e.to_dict() for m in messages if m.partition == partition for e in decoder.decode(m.key, m.value)]
+        got = decoded[partition]
         want = [x.to_dict() for x in (expected(e, options) for e in logical) if x is not None]
         assert got == want
         for event in got:
@@ -504,7 +471,7 @@ def test_round_trip_is_lossless_where_debezium_is():
     """With schema and extension, only DECIMAL, DATETIME and TIME differ from the canonical text."""
     options = {"enable-tidb-extension": True}
     [message] = encode_stream("debezium", [RowChange(TS, "insert", ALL, after=FULL_ROW)], options=options)
-    [event] = decode(message.key, message.value, options)
+    [event] = decode("debezium", message.key, message.value, options)
     lossless = {
         name: text
         for name, text in expected_canonical(FULL_ROW).items()
@@ -513,7 +480,7 @@ def test_round_trip_is_lossless_where_debezium_is():
     assert {k: event.after[k] for k in lossless} == lossless
     assert event.after["c_big_u"] == "18446744073709551615"
     assert event.after["c_bit10"] == str(0b1010101011)
-    assert event.after["c_varbinary"] == base64.b64encode(bytes(range(256))).decode()
+    assert event.after["c_varbinary"] == base64.b64encode(EVERY_BYTE).decode()
     assert event.after["c_ts3"] == "2023-11-30 12:34:56.120"
     assert event.after["c_dec"] == "123.45"
     assert event.after["c_dt0"] == "2023-11-30 12:34:56.000"
@@ -530,14 +497,14 @@ def expected_canonical(row):
 
 def test_key_columns_follow_table_column_order():
     [message] = encode_stream("debezium", [RowChange(TS, "insert", PAIR, after={"k1": "a", "v": 1, "k2": 7})])
-    [event] = decode(message.key, message.value)
+    [event] = decode("debezium", message.key, message.value)
     assert event.key_columns == ["k1", "k2"]
 
 
 def test_without_schema_values_are_raw_json():
     options = {"debezium-disable-schema": True}
     [message] = encode_stream("debezium", [RowChange(TS, "insert", ALL, after=THIRD_ROW)], options=options)
-    [event] = decode(message.key, message.value, options)
+    [event] = decode("debezium", message.key, message.value, options)
     assert event.after["c_date"] == str(dt.date(9999, 12, 31).toordinal() - dt.date(1970, 1, 1).toordinal())
     assert event.after["c_big_u"] == str(-(2**63))
     assert event.after["c_dec"] == "-1" and event.column_types["c_dec"] == "bigint"
@@ -560,7 +527,7 @@ def test_column_named_schema_does_not_confuse_the_fast_path():
         [m] = encode_stream(
             "debezium", [RowChange(TS, "insert", table, after={"schema": ',"schema":', "n": 1})], options=options
         )
-        [event] = decode(m.key, m.value, options)
+        [event] = decode("debezium", m.key, m.value, options)
         assert event.after == {"schema": ',"schema":', "n": "1"}
 
 
@@ -681,7 +648,7 @@ _DDL_KEY, _DDL_VALUE = DebeziumEncoder({}).encode([stream()[1]])[0][:2]
 )
 def test_malformed_input_names_the_field(key, value, where):
     with pytest.raises(DecodeError) as err:
-        decode(key, value)
+        decode("debezium", key, value)
     assert err.value.protocol == "debezium"
     assert err.value.where == where
     assert str(err.value).startswith("debezium: ")

@@ -22,24 +22,17 @@ from typing import Any
 import orjson
 import pytest
 
-from spark_jobs.codecs import (
-    PROTOCOLS,
-    ChangeEvent,
-    DecodeError,
-    decoder_class,
-    make_decoder,
-)
+from spark_jobs.codecs import PROTOCOLS, ChangeEvent, DecodeError
 from spark_jobs.codecs.events import FLAGS, KINDS, OPS
-from spark_jobs.devkit.registry import running_registry
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from spark_jobs.devkit.simulator.stream import encode_stream
+from tests.codecs.helpers import EVERY_BYTE, changefeed_decoder, changefeed_options
 
 JSON_PROTOCOLS = ("canal-json", "open", "debezium", "simple-json")
 INPUTS_PER_PROTOCOL = 20_000
 SLOW_SECONDS = 1.0
 SEED = 20240611
 
-EVERY_BYTE = bytes(range(256))
 TABLE = Table(
     "fuzz",
     "all_types",
@@ -123,12 +116,6 @@ def _stream() -> list:
             table_before=TABLE,
         ),
     ]
-
-
-@pytest.fixture(scope="module")
-def registry_url():
-    with running_registry() as url:
-        yield url
 
 
 # ---- inputs ----------------------------------------------------------------------------------------
@@ -388,12 +375,9 @@ def _problem(protocol: str, decoder, key, value) -> str | None:
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_decode_never_crashes(protocol, registry_url):
-    options = dict(EXTENSION_OPTIONS[protocol])
-    if protocol == "avro":
-        options["schema-registry-url"] = registry_url
+    options = changefeed_options(protocol, registry_url)
     messages = encode_stream(protocol, _stream(), options=options)
-    allowed = decoder_class(protocol).OPTIONS
-    decoder = make_decoder(protocol, {k: v for k, v in options.items() if k in allowed})
+    decoder = changefeed_decoder(protocol, options)
     for m in messages:  # prime the decoder's state (Simple's schemas, Avro's registry cache)
         decoder.decode(m.key, m.value, list(m.headers))
     previous = signal.signal(signal.SIGALRM, _alarm)

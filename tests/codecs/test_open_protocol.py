@@ -13,10 +13,11 @@ import pytest
 from spark_jobs.codecs import make_decoder
 from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.large_message import compress
-from spark_jobs.codecs.open_protocol import OpenDecoder, ddl_type_from_sql, go_unquote
+from spark_jobs.codecs.open_protocol import ddl_type_from_sql, go_unquote
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
 from spark_jobs.devkit.simulator.open_protocol import OpenEncoder, expected, go_float, go_quote
 from spark_jobs.devkit.simulator.stream import encode_stream, partition_events
+from tests.codecs.helpers import EVERY_BYTE, INTEGER_COLUMNS, decode, decode_partitions, integer_limits
 from tests.reference_vectors import load_vector, vector_names
 
 VERSION = (1).to_bytes(8, "big")
@@ -30,11 +31,6 @@ def message(key_items: list[bytes], value_items: list[bytes]) -> tuple[bytes, by
     return VERSION + frame(*key_items), frame(*value_items)
 
 
-def decode(key, value, options=None):
-    return make_decoder("open", options).decode(key, value)
-
-
-ALL_BYTES = bytes(range(256))
 PNG_HEAD = bytes.fromhex("89504e470d0a1a0a")
 
 # ---- (a) reference vectors ----------------------------------------------------------------------
@@ -54,7 +50,7 @@ def test_every_open_vector_is_covered():
 
 def test_vector_01_single_row():
     v = load_vector("open_01_row_single.json")
-    events = decode(v["key_bytes"], v["value_bytes"])
+    events = decode("open", v["key_bytes"], v["value_bytes"])
     assert [e.to_dict() for e in events] == [
         {
             "kind": "row",
@@ -80,7 +76,7 @@ def test_vector_01_single_row():
 
 def test_vector_02_batch_of_four_rows_pairs_items_in_order():
     v = load_vector("open_02_row_batch4_with_ptn.json")
-    events = decode(v["key_bytes"], v["value_bytes"])
+    events = decode("open", v["key_bytes"], v["value_bytes"])
     assert [(e.kind, e.op, e.database, e.table, e.commit_ts, e.after) for e in events] == [
         ("row", "insert", "a", "b", 1, {"col1": "aa"}),
         ("row", "insert", "a", "b", 2, {"col1": "bb"}),
@@ -93,7 +89,7 @@ def test_vector_02_batch_of_four_rows_pairs_items_in_order():
 
 def test_vector_03_ddl():
     v = load_vector("open_03_ddl_single.json")
-    events = decode(v["key_bytes"], v["value_bytes"])
+    events = decode("open", v["key_bytes"], v["value_bytes"])
     want = v["expected"][0]
     assert [e.to_dict() for e in events] == [
         {
@@ -119,7 +115,7 @@ def test_vector_03_ddl():
 
 def test_vector_04_three_ddls_in_one_message():
     v = load_vector("open_04_ddl_batch3.json")
-    events = decode(v["key_bytes"], v["value_bytes"])
+    events = decode("open", v["key_bytes"], v["value_bytes"])
     assert [(e.kind, e.commit_ts, e.ddl_sql, e.ddl_type) for e in events] == [
         ("ddl", 1, "create table a", "create_database"),
         ("ddl", 2, "create table b", "drop_database"),
@@ -130,7 +126,7 @@ def test_vector_04_three_ddls_in_one_message():
 
 def test_vector_05_resolved():
     v = load_vector("open_05_resolved_single.json")
-    events = decode(v["key_bytes"], v["value_bytes"])
+    events = decode("open", v["key_bytes"], v["value_bytes"])
     assert [e.to_dict() for e in events] == [
         {
             "kind": "watermark",
@@ -155,8 +151,8 @@ def test_vector_05_resolved():
 def test_vector_07_header_only_key_is_no_events():
     v = load_vector("open_07_empty_batch.json")
     assert v["key_bytes"] == VERSION and v["value_bytes"] == b""
-    assert decode(v["key_bytes"], v["value_bytes"]) == [] == v["expected"]
-    assert decode(v["key_bytes"], None) == []
+    assert decode("open", v["key_bytes"], v["value_bytes"]) == [] == v["expected"]
+    assert decode("open", v["key_bytes"], None) == []
 
 
 # vector "type" -> canonical column type the decoder must report
@@ -238,7 +234,7 @@ def test_vector_08_every_column_type_decodes_to_canonical_text():
     v = load_vector("open_08_column_value_table.json")
     assert [entry["type"] for entry in v["content"]] == list(VALUE_TABLE_TEXT)
     for entry in v["content"]:
-        (event,) = decode(*_single_column_message(entry["wire_column_json"]))
+        (event,) = decode("open", *_single_column_message(entry["wire_column_json"]))
         name = entry["type"]
         assert event.after == {"c": VALUE_TABLE_TEXT[name]}, name
         assert event.after["c"] == _vector_value_text(entry["expected_value"]), name
@@ -253,7 +249,7 @@ def test_vector_08_every_column_type_decodes_to_canonical_text():
 
 
 def test_vector_08_blob_with_binary_flag_is_base64_of_the_bytes():
-    (event,) = decode(*_single_column_message('{"t":252,"f":1,"v":"5rWL6K+VdGV4dA=="}'))
+    (event,) = decode("open", *_single_column_message('{"t":252,"f":1,"v":"5rWL6K+VdGV4dA=="}'))
     assert event.after == {"c": "5rWL6K+VdGV4dA=="}
     assert event.column_types == {"c": "blob"}
 
@@ -262,9 +258,9 @@ def test_vector_08_timestamp_is_converted_from_the_changefeed_time_zone():
     wire = next(
         e["wire_column_json"] for e in load_vector("open_08_column_value_table.json")["content"] if e["code"] == 7
     )
-    (event,) = decode(*_single_column_message(wire), {"time-zone": "Asia/Shanghai"})
+    (event,) = decode("open", *_single_column_message(wire), {"time-zone": "Asia/Shanghai"})
     assert event.after == {"c": "1973-12-30 07:30:00"}
-    (event,) = decode(*_single_column_message(wire), {"time-zone": "-05:30"})
+    (event,) = decode("open", *_single_column_message(wire), {"time-zone": "-05:30"})
     assert event.after == {"c": "1973-12-30 21:00:00"}
 
 
@@ -354,16 +350,7 @@ EVERY_TYPE = Table(
     "every_type",
     (
         Column("id", "bigint", nullable=False),
-        Column("ti", "tinyint"),
-        Column("tiu", "tinyint unsigned"),
-        Column("si", "smallint"),
-        Column("siu", "smallint unsigned"),
-        Column("mi", "mediumint"),
-        Column("miu", "mediumint unsigned"),
-        Column("i", "int"),
-        Column("iu", "int unsigned"),
-        Column("bi", "bigint"),
-        Column("biu", "bigint unsigned"),
+        *INTEGER_COLUMNS,
         Column("dec", "decimal(20,6)"),
         Column("f", "float"),
         Column("d", "double"),
@@ -402,16 +389,7 @@ ORDERS = Table(
 
 MAX_ROW = {
     "id": 1,
-    "ti": 127,
-    "tiu": 255,
-    "si": 32767,
-    "siu": 65535,
-    "mi": 8388607,
-    "miu": 16777215,
-    "i": 2147483647,
-    "iu": 4294967295,
-    "bi": 9223372036854775807,
-    "biu": 18446744073709551615,
+    **integer_limits(INTEGER_COLUMNS, signed="max", unsigned="max"),
     "dec": Decimal("99999999999999.999999"),
     "f": 3.4028234663852886e38,
     "d": 1.7976931348623157e308,
@@ -424,8 +402,8 @@ MAX_ROW = {
     "c": "ünï©ødé",
     "vc": '日本語 "quoted" \\ back\nslash\t\x01',
     "bin": b"\x00\xff\x80\n",
-    "vb": ALL_BYTES,
-    "bl": ALL_BYTES,
+    "vb": EVERY_BYTE,
+    "bl": EVERY_BYTE,
     "tbl": b"",
     "txt": "plain text ✓ 🎉",
     "lt": "x" * 50,
@@ -435,16 +413,7 @@ MAX_ROW = {
 }
 MIN_ROW = {
     "id": 2,
-    "ti": -128,
-    "tiu": 0,
-    "si": -32768,
-    "siu": 0,
-    "mi": -8388608,
-    "miu": 0,
-    "i": -2147483648,
-    "iu": 0,
-    "bi": -9223372036854775808,
-    "biu": 0,
+    **integer_limits(INTEGER_COLUMNS, signed="min", unsigned="min"),
     "dec": Decimal("-0.000001"),
     "f": -1.1e-7,
     "d": 5e-324,
@@ -527,8 +496,6 @@ def workload() -> list:
     return events
 
 
-DECODER_OPTIONS = set(OpenDecoder.OPTIONS)
-
 OPTION_SETS = {
     "defaults": {"time-zone": "America/New_York"},
     "old-value-off": {"enable-old-value": False, "time-zone": "Asia/Kolkata"},
@@ -582,16 +549,10 @@ def test_round_trip_every_type_decodes_to_expected(name, tmp_path):
     events = workload()
     messages = encode_stream("open", events, partitions=3, options=options)
     per_partition = partition_events(events, 3, ddl_to_all=True)
-    decoder_options = {k: v for k, v in options.items() if k in DECODER_OPTIONS}
+    decoded = decode_partitions("open", messages, options)
     flags_seen = set()
     for partition in range(3):
-        decoder = make_decoder("open", decoder_options)
-        got = [
-            e.to_dict()
-            for m in messages
-            if m.partition == partition
-            for e in decoder.decode(m.key, m.value, list(m.headers))
-        ]
+        got = decoded.get(partition, [])
         want = [x.to_dict() for x in (expected(e, options) for e in per_partition[partition]) if x is not None]
         assert len(got) == len(want)
         for index, (g, w) in enumerate(zip(got, want)):
@@ -644,7 +605,7 @@ def test_round_trip_values_are_exact_canonical_text():
     assert high.after["tm"] == "838:59:59" and low.after["tm"] == "-838:59:59"
     assert high.after["y"] == "2155" and low.after["y"] == "1901"
     assert high.after["c"] == "ünï©ødé" and high.after["vc"] == '日本語 "quoted" \\ back\nslash\t\x01'
-    assert base64.b64decode(high.after["vb"]) == ALL_BYTES == base64.b64decode(high.after["bl"])
+    assert base64.b64decode(high.after["vb"]) == EVERY_BYTE == base64.b64decode(high.after["bl"])
     assert high.after["bin"] == "AP+ACg==" and high.after["tbl"] == "" and low.after["tbl"] == "iVBORw0KGgo="
     assert high.after["txt"] == "plain text ✓ 🎉"
     assert (high.after["e"], high.after["s"], low.after["e"], low.after["s"]) == ("3", "5", "0", "0")
@@ -708,7 +669,7 @@ def test_handle_key_only_and_claim_check_keys(tmp_path):
     ).encode([big])
     assert key[16:] == b'{"ts":9,"scm":"shop","tbl":"every_type","t":1,"ohk":true}'
     assert value[8:] == b'{"u":{"id":{"t":8,"h":true,"f":11,"v":1}}}'
-    (event,) = decode(key, value)
+    (event,) = decode("open", key, value)
     assert (event.after, event.flags) == ({"id": "1"}, ["handle_key_only"])
 
     options = {
@@ -720,12 +681,12 @@ def test_handle_key_only_and_claim_check_keys(tmp_path):
     head = orjson.loads(key[16:])
     assert key[16:].startswith(b'{"ts":9,"scm":"shop","tbl":"every_type","t":1,"ohk":true,"ohk":false,"ccl":"')
     assert head["ccl"].startswith(str(tmp_path) + "/") and head["ccl"].endswith(".json")
-    (event,) = decode(key, value)
+    (event,) = decode("open", key, value)
     assert event.after == expected(big, options).after and event.flags[-1] == "claim_check"
     moved = tmp_path / "moved"
     moved.mkdir()
     (tmp_path / head["ccl"].rsplit("/", 1)[1]).rename(moved / head["ccl"].rsplit("/", 1)[1])
-    (event,) = decode(key, value, {"claim-check-storage-uri": moved.as_uri()})
+    (event,) = decode("open", key, value, {"claim-check-storage-uri": moved.as_uri()})
     assert event.after == expected(big, options).after
 
 
@@ -745,7 +706,7 @@ def test_go_quote_and_unquote():
     assert go_quote(PNG_HEAD) == "\\x89PNG\\r\\n\\x1a\\n"
     assert go_quote('é\u00a0\u200b😀\x7f"\\'.encode()) == 'é\\u00a0\\u200b😀\\x7f\\"\\\\'
     assert go_quote(b"\xed\xa0\x80\xef\xbf\xbd") == "\\xed\\xa0\\x80\ufffd"
-    for data in (ALL_BYTES, bytes(reversed(ALL_BYTES)), "日本😀".encode() + b"\xff\xfe", b""):
+    for data in (EVERY_BYTE, bytes(reversed(EVERY_BYTE)), "日本😀".encode() + b"\xff\xfe", b""):
         assert go_unquote(go_quote(data)) == data
     assert go_unquote('\\101\\U0001F600\\u00e9\\a\\v\\f\\b\\"') == b'A\xf0\x9f\x98\x80\xc3\xa9\x07\x0b\x0c\x08"'
     for bad in ("\\", "\\q", "\\x4", "\\xzz", "\\ud800", "\\U00110000", "\\400", "\\12"):
@@ -799,7 +760,9 @@ def test_ddl_statement_classification(sql, ddl_type):
 
 def test_ddl_action_types_decode():
     def ddl(action, sql):
-        (event,) = decode(*message([b'{"ts":5,"scm":"d","tbl":"t","t":2}'], [orjson.dumps({"q": sql, "t": action})]))
+        (event,) = decode(
+            "open", *message([b'{"ts":5,"scm":"d","tbl":"t","t":2}'], [orjson.dumps({"q": sql, "t": action})])
+        )
         return event.ddl_type
 
     assert ddl(5, "ALTER TABLE t ADD c int") == "add_column"
@@ -808,14 +771,16 @@ def test_ddl_action_types_decode():
     assert ddl(32, "ALTER TABLE t ADD PRIMARY KEY (a)") == "create_index"
     assert ddl(61, "ALTER TABLE t ADD c int, ADD d int") == "add_column"
     assert ddl(17, "ALTER TABLE t COMMENT 'x'") == "other"
-    (event,) = decode(*message([b'{"ts":5,"scm":"d","tbl":"","t":2}'], [b'{"q":"DROP DATABASE d","t":2}']))
+    (event,) = decode("open", *message([b'{"ts":5,"scm":"d","tbl":"","t":2}'], [b'{"q":"DROP DATABASE d","t":2}']))
     assert (event.database, event.table, event.ddl_type) == ("d", None, "drop_database")
 
 
 def test_row_images_decode():
     key = b'{"ts":9,"scm":"s","tbl":"t","t":1}'
     col = b'{"t":3,"h":true,"f":11,"v":1}'
-    (event,) = decode(*message([key], [b'{"d":{"id":' + col + b',"n":{"t":8,"f":193,"v":18446744073709551615}}}']))
+    (event,) = decode(
+        "open", *message([key], [b'{"d":{"id":' + col + b',"n":{"t":8,"f":193,"v":18446744073709551615}}}'])
+    )
     assert (event.op, event.before, event.after, event.key_columns) == (
         "delete",
         {"id": "1", "n": "18446744073709551615"},
@@ -824,7 +789,8 @@ def test_row_images_decode():
     )
     assert event.column_types == {"id": "int", "n": "bigint unsigned"}
     (event,) = decode(
-        *message([key], [b'{"u":{"id":{"t":3,"h":true,"v":2},"n":{"t":8,"f":128,"v":-1}},"p":{"id":' + col + b"}}"])
+        "open",
+        *message([key], [b'{"u":{"id":{"t":3,"h":true,"v":2},"n":{"t":8,"f":128,"v":-1}},"p":{"id":' + col + b"}}"]),
     )
     assert (event.op, event.before, event.after) == (
         "update",
@@ -903,7 +869,7 @@ MALFORMED = {
 def test_malformed_input_raises_decode_error_naming_where(case):
     (key, value), where = MALFORMED[case]
     with pytest.raises(DecodeError) as caught:
-        decode(key, value)
+        decode("open", key, value)
     assert caught.value.protocol == "open"
     assert caught.value.where is not None and caught.value.where.startswith(where), caught.value.where
     assert str(caught.value).startswith("open: ")
@@ -913,10 +879,10 @@ def test_bad_compression_raises_decode_error():
     key, value = message([GOOD_KEY], [b"not snappy at all"])
     for method in ("snappy", "lz4"):
         with pytest.raises(DecodeError) as caught:
-            decode(key, value, {"large-message-handle-compression": method})
+            decode("open", key, value, {"large-message-handle-compression": method})
         assert caught.value.protocol == "open" and caught.value.where == "value item 0"
     key, value = message([GOOD_KEY], [compress(GOOD_VALUE, "lz4")])
-    (event,) = decode(key, value, {"large-message-handle-compression": "lz4"})
+    (event,) = decode("open", key, value, {"large-message-handle-compression": "lz4"})
     assert event.after == {"id": "1"}
 
 
@@ -924,7 +890,7 @@ def test_claim_check_file_with_bad_content(tmp_path):
     (tmp_path / "bad.json").write_bytes(b"{}")
     key, value = message([GOOD_KEY[:-1] + b',"ccl":"' + str(tmp_path / "bad.json").encode() + b'"}'], [GOOD_VALUE])
     with pytest.raises(DecodeError) as caught:
-        decode(key, value)
+        decode("open", key, value)
     assert caught.value.protocol == "open"
     inner_key, inner_value = message(
         [GOOD_KEY[:-1] + b',"ccl":"' + str(tmp_path / "loop.json").encode() + b'"}'], [GOOD_VALUE]
@@ -933,7 +899,7 @@ def test_claim_check_file_with_bad_content(tmp_path):
         orjson.dumps({"key": base64.b64encode(inner_key).decode(), "value": base64.b64encode(inner_value).decode()})
     )
     with pytest.raises(DecodeError) as caught:
-        decode(inner_key, inner_value)
+        decode("open", inner_key, inner_value)
     assert "another claim-check" in caught.value.reason
 
 

@@ -22,6 +22,7 @@ from spark_jobs.codecs.large_message import compress
 from spark_jobs.devkit.simulator import simple as sim
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
 from spark_jobs.devkit.simulator.stream import encode_stream, partition_events
+from tests.codecs.helpers import EVERY_BYTE, decode_partitions, integer_limits
 from tests.reference_vectors import load_vector, vector_names
 
 # ---- the documentation's `simple.user` table, as the reference vectors use it -------------------------
@@ -190,20 +191,10 @@ ALL_COLUMNS = (
 )
 ALL_V1 = Table("test", "all_types", ALL_COLUMNS, ("id",), table_id=201, schema_version=400000000000000001)
 ALL_V2 = replace(ALL_V1, columns=ALL_COLUMNS + (Column("c_added", "varchar(20)"),), schema_version=400000000000001000)
-EVERY_BYTE = bytes(range(256))
 
 FULL_ROW = {
     "id": 1,
-    "c_tinyint": -128,
-    "c_tinyint_u": 255,
-    "c_smallint": -32768,
-    "c_smallint_u": 65535,
-    "c_mediumint": -8388608,
-    "c_mediumint_u": 16777215,
-    "c_int": -2147483648,
-    "c_int_u": 4294967295,
-    "c_bigint": -9223372036854775808,
-    "c_bigint_u": 18446744073709551615,
+    **integer_limits(ALL_COLUMNS[1:11], signed="min", unsigned="max"),  # the ten integer columns
     "c_decimal": Decimal("-123456.7890"),
     "c_float": 1.1,
     "c_double": 3.141592653589793,
@@ -281,15 +272,7 @@ def _run(protocol: str, options: dict, events: list, partitions: int = 2):
     """Encode the stream, decode each partition with its own decoder; (decoded, expected) per partition."""
     encoding = protocol.split("-")[1]
     messages = encode_stream(protocol, events, partitions=partitions, options=options)
-    decoder_options = {
-        k: v
-        for k, v in options.items()
-        if k in ("large-message-handle-compression", "claim-check-raw-value", "time-zone")
-    }
-    decoders = {p: make_decoder(protocol, decoder_options) for p in range(partitions)}
-    got = {p: [] for p in range(partitions)}
-    for m in messages:
-        got[m.partition].extend(e.to_dict() for e in decoders[m.partition].decode(m.key, m.value, list(m.headers)))
+    got = decode_partitions(protocol, messages, options)
     per = partition_events(events, partitions, ddl_to_all=True)
     want = {p: [sim.expected(e, options, encoding).to_dict() for e in per[p]] for p in range(partitions)}
     return got, want, messages

@@ -34,11 +34,13 @@ from spark_jobs.codecs.values import (
     text_float,
     text_time,
 )
+from spark_jobs.devkit.simulator import model
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, Event, RowChange, Table, Watermark, expected_event
 
 WATERMARK_TYPE = "TIDB_WATERMARK"
 DEFAULT_THRESHOLD = 10 * 1024 * 1024
-_CANAL_DDL_TYPES = {
+# Canal's DDL `type` per ddl_type; the Simple protocol names DDL types with the same words
+CANAL_DDL_TYPES = {
     "create_table": "CREATE",
     "drop_table": "ERASE",
     "rename_table": "RENAME",
@@ -55,25 +57,11 @@ _CANAL_DDL_TYPES = {
 }
 # java.sql.Types codes TiCDC writes in sqlType (MySQLType2JavaType)
 _JAVA = {
-    "decimal": 3,
-    "tinyint": -6,
-    "smallint": 5,
-    "mediumint": 4,
-    "int": 4,
-    "bigint": -5,
-    "float": 7,
-    "double": 8,
+    **model.JAVA_TYPES_AGREED,
     "timestamp": 93,
-    "datetime": 93,
-    "date": 91,
-    "time": 92,
     "year": 12,
     "enum": 4,
     "set": -7,
-    "bit": -7,
-    "json": 12,
-    "char": 1,
-    "varchar": 12,
     "tinytext": 2005,
     "text": 2005,
     "mediumtext": 2005,
@@ -85,7 +73,6 @@ _UNSIGNED_PROMOTION = {
     "int": (2147483647, -5),
     "bigint": (9223372036854775807, 3),
 }
-_DEFAULT_WIDTH = {"tinyint": (4, 3), "smallint": (6, 5), "mediumint": (9, 8), "int": (11, 10), "bigint": (20, 20)}
 
 
 # ---- Go JSON text ---------------------------------------------------------------------------------
@@ -172,7 +159,7 @@ def mysql_type(column: Column, full: bool) -> str:
     if not full:
         text = base
     elif base in INTEGER_TYPES:
-        text = f"{base}({args or _DEFAULT_WIDTH[base][unsigned]})"
+        text = f"{base}({args or model.INTEGER_DISPLAY_WIDTHS[base][unsigned]})"
     elif base == "decimal":
         parts = [p.strip() for p in (args or "10,0").split(",")]
         text = f"decimal({parts[0]},{parts[1] if len(parts) > 1 else 0})"
@@ -391,7 +378,7 @@ class CanalJsonEncoder:
                 database=event.database,
                 table=event.table or "",
                 is_ddl=True,
-                kind=_CANAL_DDL_TYPES[event.ddl_type],
+                kind=CANAL_DDL_TYPES[event.ddl_type],
                 commit_ts=event.commit_ts,
                 build_ms=self.build_time_ms(event.commit_ts),
                 sql=event.sql,

@@ -31,6 +31,7 @@ from spark_jobs.codecs.values import (
     text_int,
     text_time,
 )
+from spark_jobs.devkit.simulator import model
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark, expected_event
 
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -354,22 +355,9 @@ _DDL_KEY_SCHEMA = {
 
 # java.sql.Types of common.MySQLType2JdbcType
 _JDBC_TYPES = {
-    "tinyint": -6,
-    "smallint": 5,
-    "mediumint": 4,
-    "int": 4,
-    "bigint": -5,
-    "float": 7,
-    "double": 8,
-    "decimal": 3,
-    "date": 91,
-    "time": 92,
-    "datetime": 93,
+    **model.JAVA_TYPES_AGREED,
     "timestamp": 2014,
     "year": 4,
-    "bit": -7,
-    "char": 1,
-    "varchar": 12,
     "binary": -2,
     "varbinary": -3,
     "tinytext": 12,
@@ -382,7 +370,6 @@ _JDBC_TYPES = {
     "longblob": 2004,
     "enum": 1,
     "set": 1,
-    "json": 12,
 }
 _CHANGE_TYPES = {
     "create_table": "CREATE",
@@ -456,7 +443,8 @@ class DebeziumEncoder:
                 out.append(self._ddl(event))
         return out
 
-    def _source(self, db: str, table: str, commit_ts: int) -> dict:
+    def source(self, db: str, table: str, commit_ts: int) -> dict:
+        """The `payload.source` block TiCDC writes for a change of this table at this commit."""
         cluster = self.opts.cluster
         return {
             "version": "2.4.0.Final",
@@ -496,7 +484,7 @@ class DebeziumEncoder:
             },
         )
         payload: dict[str, Any] = {
-            "source": self._source(t.database, t.name, change.commit_ts),
+            "source": self.source(t.database, t.name, change.commit_ts),
             "ts_ms": change.commit_ts >> 18,
             "transaction": None,
         }
@@ -532,7 +520,7 @@ class DebeziumEncoder:
         key = self._document(
             {}, {"type": "struct", "name": f"{cluster}.watermark.Key", "optional": False, "fields": []}
         )
-        payload = {"source": self._source("", "", ts), "ts_ms": ts >> 18, "transaction": None, "op": "m"}
+        payload = {"source": self.source("", "", ts), "ts_ms": ts >> 18, "transaction": None, "op": "m"}
         schema = {
             "type": "struct",
             "optional": False,
@@ -546,7 +534,7 @@ class DebeziumEncoder:
         table = ddl.table or ""
         key = self._document({"databaseName": ddl.database}, _DDL_KEY_SCHEMA)
         payload = {
-            "source": self._source(ddl.database, table, ddl.commit_ts),
+            "source": self.source(ddl.database, table, ddl.commit_ts),
             "ts_ms": ddl.commit_ts >> 18,
             "databaseName": ddl.database,
             "schemaName": None,

@@ -15,6 +15,34 @@ from typing import Any
 from spark_jobs.codecs.events import ChangeEvent, table_schema
 from spark_jobs.codecs.values import canonical_type, canonical_value, enum_elements, parse_type
 
+# TiDB's default display width (flen) of an integer type: (signed, unsigned)
+INTEGER_DISPLAY_WIDTHS = {
+    "tinyint": (4, 3),
+    "smallint": (6, 5),
+    "mediumint": (9, 8),
+    "int": (11, 10),
+    "bigint": (20, 20),
+}
+# java.sql.Types codes on which TiCDC's two mappings agree: Canal-JSON's sqlType (MySQLType2JavaType)
+# and Debezium's jdbcType (MySQLType2JdbcType); each encoder adds the types where they differ.
+JAVA_TYPES_AGREED = {
+    "tinyint": -6,
+    "smallint": 5,
+    "mediumint": 4,
+    "int": 4,
+    "bigint": -5,
+    "float": 7,
+    "double": 8,
+    "decimal": 3,
+    "date": 91,
+    "time": 92,
+    "datetime": 93,
+    "bit": -7,
+    "char": 1,
+    "varchar": 12,
+    "json": 12,
+}
+
 
 @dataclass(frozen=True)
 class Column:

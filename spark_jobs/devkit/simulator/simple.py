@@ -22,27 +22,14 @@ from spark_jobs.codecs import values as V
 from spark_jobs.codecs.events import ChangeEvent
 from spark_jobs.codecs.large_message import compress, write_claim_check
 from spark_jobs.codecs.simple import message_schema, zone_of
+from spark_jobs.devkit.simulator import model
+from spark_jobs.devkit.simulator.canal_json import CANAL_DDL_TYPES
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, Event, RowChange, Table, Watermark, expected_event
 
 LARGE_MESSAGE_OPTIONS = ("none", "handle-key-only", "claim-check")
 DEFAULT_THRESHOLD = 10 * 1024 * 1024  # TiCDC's default max-message-bytes
 
-_SIMPLE_DDL_TYPE = {
-    "create_table": "CREATE",
-    "drop_table": "ERASE",
-    "rename_table": "RENAME",
-    "truncate_table": "TRUNCATE",
-    "add_column": "ALTER",
-    "drop_column": "ALTER",
-    "modify_column": "ALTER",
-    "rename_column": "ALTER",
-    "create_index": "CINDEX",
-    "drop_index": "DINDEX",
-    "create_database": "QUERY",
-    "drop_database": "QUERY",
-}
-# TiDB's default display length (flen) per type: (signed, unsigned) for integers.
-_INT_FLEN = {"tinyint": (4, 3), "smallint": (6, 5), "mediumint": (9, 8), "int": (11, 10), "bigint": (20, 20)}
+# TiDB's default display length (flen) per type; integers: model.INTEGER_DISPLAY_WIDTHS
 _FLEN = {
     "float": 12,
     "double": 22,
@@ -76,8 +63,10 @@ def column_data_type(column: Column) -> dict[str, Any]:
     base, args, unsigned = V.parse_type(column.type)
     string = base in _STRING_TYPES
     length, decimal = 0, 0
-    if base in _INT_FLEN:
-        length = int(args) if args and args.strip().isdigit() else _INT_FLEN[base][1 if unsigned else 0]
+    if base in model.INTEGER_DISPLAY_WIDTHS:
+        length = (
+            int(args) if args and args.strip().isdigit() else model.INTEGER_DISPLAY_WIDTHS[base][1 if unsigned else 0]
+        )
     elif base == "decimal":
         parts = [p.strip() for p in (args or "10,0").split(",")]
         length, decimal = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
@@ -313,18 +302,8 @@ class SimpleJsonEncoder(_SimpleEncoder):
         return _go_json(msg)
 
     def dml_message(self, event: RowChange, handle_key_only: bool, claim_check: str | None) -> bytes:
-        t = event.table
         data, old = self._rows(event, handle_key_only)
-        msg: dict[str, Any] = {
-            "version": 1,
-            "database": t.database,
-            "table": t.name,
-            "tableID": t.table_id,
-            "type": event.op.upper(),
-            "commitTs": event.commit_ts,
-            "buildTs": _physical_ms(event.commit_ts),
-            "schemaVersion": t.schema_version,
-        }
+        msg = _dml_head(event)
         if claim_check:
             msg["claimCheckLocation"] = claim_check
         if handle_key_only:
@@ -379,20 +358,12 @@ class SimpleAvroEncoder(_SimpleEncoder):
         )
 
     def dml_message(self, event: RowChange, handle_key_only: bool, claim_check: str | None) -> bytes:
-        t = event.table
         data, old = self._rows(event, handle_key_only)
         return self._write(
             "DML",
             "DML",
             {
-                "version": 1,
-                "database": t.database,
-                "table": t.name,
-                "tableID": t.table_id,
-                "type": event.op.upper(),
-                "commitTs": event.commit_ts,
-                "buildTs": _physical_ms(event.commit_ts),
-                "schemaVersion": t.schema_version,
+                **_dml_head(event),
                 "claimCheckLocation": claim_check,
                 "handleKeyOnly": True if handle_key_only else None,
                 "checksum": None,
@@ -400,6 +371,21 @@ class SimpleAvroEncoder(_SimpleEncoder):
                 "old": old,
             },
         )
+
+
+def _dml_head(event: RowChange) -> dict[str, Any]:
+    """The fields a row message starts with, in both encodings."""
+    t = event.table
+    return {
+        "version": 1,
+        "database": t.database,
+        "table": t.name,
+        "tableID": t.table_id,
+        "type": event.op.upper(),
+        "commitTs": event.commit_ts,
+        "buildTs": _physical_ms(event.commit_ts),
+        "schemaVersion": t.schema_version,
+    }
 
 
 # ---- table schemas --------------------------------------------------------------------------------
@@ -415,10 +401,10 @@ def _ddl_tables(event: Ddl) -> tuple[Table | None, Table | None]:
 
 
 def _simple_ddl_type(event: Ddl) -> str:
-    kind = _SIMPLE_DDL_TYPE.get(event.ddl_type)
-    if kind:
-        return kind
-    return "ALTER" if event.sql.lstrip().upper().startswith("ALTER TABLE") else "QUERY"
+    """Canal's word for the DDL type, except that any ALTER TABLE statement is an ALTER."""
+    if event.ddl_type == "other" and event.sql.lstrip().upper().startswith("ALTER TABLE"):
+        return "ALTER"
+    return CANAL_DDL_TYPES.get(event.ddl_type, "QUERY")
 
 
 def _index_list(t: Table) -> list[dict[str, Any]]:
@@ -431,62 +417,55 @@ def _default_text(column: Column) -> str | None:
     return None if column.default is None else V.canonical_value(column.type, column.default)
 
 
-def _json_table_schema(t: Table) -> dict[str, Any]:
-    columns = []
-    for c in t.columns:
-        data_type = column_data_type(c)
-        json_type = {k: data_type[k] for k in ("mysqlType", "charset", "collate")}
-        for k in ("length", "decimal", "elements", "unsigned", "zerofill"):  # Go omitempty
-            if data_type[k] and not (k == "decimal" and data_type["mysqlType"] in ("float", "double")):
-                json_type[k] = data_type[k]
-        columns.append(
-            {
-                "name": c.name,
-                "dataType": json_type,
-                "nullable": c.nullable and c.name not in t.key,
-                "default": _default_text(c),
-            }
-        )
+def _table_schema(t: Table, database_key: str, data_type_of) -> dict[str, Any]:
+    """The tableSchema of both encodings: they differ in the database field's name and the dataType."""
+    columns = [
+        {
+            "name": c.name,
+            "dataType": data_type_of(column_data_type(c)),
+            "nullable": c.nullable and c.name not in t.key,
+            "default": _default_text(c),
+        }
+        for c in t.columns
+    ]
     return {
-        "schema": t.database,
+        database_key: t.database,
         "table": t.name,
         "tableID": t.table_id,
         "version": t.schema_version,
         "columns": columns,
         "indexes": _index_list(t),
     }
+
+
+def _json_data_type(data_type: dict[str, Any]) -> dict[str, Any]:
+    json_type = {k: data_type[k] for k in ("mysqlType", "charset", "collate")}
+    for k in ("length", "decimal", "elements", "unsigned", "zerofill"):  # Go omitempty
+        if data_type[k] and not (k == "decimal" and data_type["mysqlType"] in ("float", "double")):
+            json_type[k] = data_type[k]
+    return json_type
+
+
+def _avro_data_type(data_type: dict[str, Any]) -> dict[str, Any]:
+    base = data_type["mysqlType"]
+    avro_type = {k: data_type[k] for k in ("mysqlType", "charset", "collate", "length")}
+    avro_type.update(decimal=None, elements=None, unsigned=None, zerofill=None)
+    if base in _AVRO_NUMERIC or base == "decimal":
+        avro_type["unsigned"] = data_type["unsigned"]
+        avro_type["zerofill"] = data_type["zerofill"]
+    if base == "decimal":
+        avro_type["decimal"] = data_type["decimal"]
+    if base in ("enum", "set"):
+        avro_type["elements"] = data_type["elements"]
+    return avro_type
+
+
+def _json_table_schema(t: Table) -> dict[str, Any]:
+    return _table_schema(t, "schema", _json_data_type)
 
 
 def _avro_table_schema(t: Table) -> dict[str, Any]:
-    columns = []
-    for c in t.columns:
-        data_type = column_data_type(c)
-        base = data_type["mysqlType"]
-        avro_type = {k: data_type[k] for k in ("mysqlType", "charset", "collate", "length")}
-        avro_type.update(decimal=None, elements=None, unsigned=None, zerofill=None)
-        if base in _AVRO_NUMERIC or base == "decimal":
-            avro_type["unsigned"] = data_type["unsigned"]
-            avro_type["zerofill"] = data_type["zerofill"]
-        if base == "decimal":
-            avro_type["decimal"] = data_type["decimal"]
-        if base in ("enum", "set"):
-            avro_type["elements"] = data_type["elements"]
-        columns.append(
-            {
-                "name": c.name,
-                "dataType": avro_type,
-                "nullable": c.nullable and c.name not in t.key,
-                "default": _default_text(c),
-            }
-        )
-    return {
-        "database": t.database,
-        "table": t.name,
-        "tableID": t.table_id,
-        "version": t.schema_version,
-        "columns": columns,
-        "indexes": _index_list(t),
-    }
+    return _table_schema(t, "database", _avro_data_type)
 
 
 def _go_json(doc: dict) -> bytes:

@@ -1,0 +1,142 @@
+"""What the codec tests share: one way to decode, the integer columns, a table of every type."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from spark_jobs.codecs import ChangeEvent, Decoder, decoder_class, make_decoder
+from spark_jobs.codecs.values import int_bits, parse_type
+from spark_jobs.devkit.simulator.model import Column, Message, Table
+from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS
+
+EVERY_BYTE = bytes(range(256))
+INTEGER_TYPES = (
+    "tinyint",
+    "tinyint unsigned",
+    "smallint",
+    "smallint unsigned",
+    "mediumint",
+    "mediumint unsigned",
+    "int",
+    "int unsigned",
+    "bigint",
+    "bigint unsigned",
+)
+
+
+def integer_columns(*names: str) -> tuple[Column, ...]:
+    """One nullable column of each of INTEGER_TYPES, in that order, named `names`."""
+    assert len(names) == len(INTEGER_TYPES)
+    return tuple(Column(name, definition) for name, definition in zip(names, INTEGER_TYPES))
+
+
+INTEGER_COLUMNS = integer_columns("ti", "tiu", "si", "siu", "mi", "miu", "i", "iu", "bi", "biu")
+
+
+def integer_range(definition: str) -> tuple[int, int]:
+    """(least, greatest) value of an integer column type such as `int unsigned`."""
+    base, _, unsigned = parse_type(definition)
+    bits = int_bits(base)
+    return (0, (1 << bits) - 1) if unsigned else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+
+
+def integer_limits(columns: Iterable[Column], signed: str, unsigned: str) -> dict[str, int]:
+    """Column name -> the "min" or "max" of its integer type, chosen for signed and unsigned types apart."""
+    limits = {}
+    for column in columns:
+        least, greatest = integer_range(column.type)
+        limit = unsigned if parse_type(column.type)[2] else signed
+        limits[column.name] = greatest if limit == "max" else least
+    return limits
+
+
+def changefeed_options(protocol: str, registry_url: str) -> dict[str, Any]:
+    """The options the tests run each protocol with: the TiDB extension on wherever it has one."""
+    options = dict(EXTENSION_OPTIONS[protocol])
+    if protocol == "avro":
+        options["schema-registry-url"] = registry_url
+    return options
+
+
+def decode(
+    protocol: str, key: bytes | None, value: bytes | None, options: Mapping[str, Any] | None = None
+) -> list[ChangeEvent]:
+    """One message through a new decoder of `protocol` with exactly these options."""
+    return make_decoder(protocol, options).decode(key, value, None)
+
+
+def changefeed_decoder(protocol: str, options: Mapping[str, Any]) -> Decoder:
+    """A decoder for a changefeed with these options, leaving out those only the encoder takes."""
+    allowed = decoder_class(protocol).OPTIONS
+    return make_decoder(protocol, {k: v for k, v in options.items() if k in allowed})
+
+
+def decode_partitions(protocol: str, messages: list[Message], options: Mapping[str, Any]) -> dict[int, list[dict]]:
+    """Partition -> to_dict() of its events: one decoder per partition, its messages in order (as silver does)."""
+    decoders: dict[int, Decoder] = {}
+    decoded: dict[int, list[dict]] = {}
+    for m in messages:
+        if m.partition not in decoders:
+            decoders[m.partition] = changefeed_decoder(protocol, options)
+            decoded[m.partition] = []
+        events = decoders[m.partition].decode(m.key, m.value, list(m.headers) or None)
+        decoded[m.partition].extend(e.to_dict() for e in events)
+    return decoded
+
+
+# One column of every MySQL type, and a row with a value in each that is hard to get right.
+EVERY_TYPE = Table(
+    "shop",
+    "all_types",
+    (
+        Column("id", "bigint unsigned", nullable=False),
+        *INTEGER_COLUMNS,
+        Column("dec", "decimal(20,6)"),
+        Column("dec0", "decimal(10,0)"),
+        Column("f", "float"),
+        Column("d", "double"),
+        Column("b", "bit(64)"),
+        Column("dt", "date"),
+        Column("dtm", "datetime(6)"),
+        Column("ts", "timestamp(3)"),
+        Column("tm", "time(2)"),
+        Column("yr", "year"),
+        Column("c", "char(10)"),
+        Column("vc", "varchar(200)"),
+        Column("tx", "text"),
+        Column("bn", "binary(4)"),
+        Column("vb", "varbinary(300)"),
+        Column("bl", "blob"),
+        Column("en", "enum('a','b''s','c')"),
+        Column("st", "set('x','y','z')"),
+        Column("js", "json"),
+    ),
+    key=("id",),
+)
+
+EVERY_TYPE_ROW = {
+    "id": 18446744073709551615,
+    **integer_limits(INTEGER_COLUMNS, signed="min", unsigned="max"),
+    "dec": Decimal("-12345678901234.123456"),
+    "dec0": Decimal("9999999999"),
+    "f": 1.1,
+    "d": 3.141592653589793,
+    "b": (1 << 64) - 1,
+    "dt": dt.date(2024, 2, 29),
+    "dtm": dt.datetime(2024, 2, 29, 23, 59, 59, 123456),
+    "ts": dt.datetime(2024, 7, 1, 3, 30, 0, 123000),
+    "tm": -dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=990000),
+    "yr": 1901,
+    "c": "héllo",
+    "vc": '日本語 <tag> & "q" \\ \n\t\u2028 😀',
+    "tx": "a\x00b\x1fc",
+    "bn": b"\x00\x01\xfe\xff",
+    "vb": EVERY_BYTE,
+    "bl": EVERY_BYTE[::-1],
+    "en": "b's",
+    "st": ("x", "z"),
+    "js": '{"k": [1, 2.5, "<&>"], "n": null}',
+}
