@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import base64
-import logging
 import sys
 from pathlib import Path
 
 import orjson
 
-from spark_jobs.codecs import PROTOCOLS, ConfigError, DecodeError, make_decoder
-
-log = logging.getLogger("ticdc-lake")
+from spark_jobs.codecs import PROTOCOLS, DecodeError, make_decoder
+from spark_jobs.errors import ConfigError
+from spark_jobs.runtime.logs import configure_logging
 
 
 def _parse_option(text: str) -> tuple[str, str]:
@@ -132,25 +131,32 @@ def cmd_run(args) -> int:
 
 def cmd_quarantine(args) -> int:
     """List quarantined messages (counts by source and reason, then the messages), or replay them."""
+    from pyspark.sql import functions as F
+
     from spark_jobs.config import load_config
     from spark_jobs.runtime.spark_session import get_spark
-    from spark_jobs.silver.build import ensure_silver, replay_quarantine
+    from spark_jobs.runtime.tables import SILVER_QUARANTINE, ensure_tables
+    from spark_jobs.silver.build import replay_quarantine
 
     config = load_config(args.config)
     sources = [config.source(args.source).name] if args.source else [s.name for s in config.sources]
     spark = get_spark(config, f"ticdc-lake quarantine {args.action}")
-    ensure_silver(spark)
+    ensure_tables(spark, "silver")
+    quarantined = spark.table(SILVER_QUARANTINE).where(F.col("source").isin(sources))
     if args.action == "replay":
         for name in sources:
-            before = spark.sql(f"SELECT count(*) FROM silver.quarantine WHERE source = '{name}'").collect()[0][0]
+            before = quarantined.where(F.col("source") == name).count()
             result = replay_quarantine(spark, config, name)
             print(
                 f"{name}: {before} quarantined, {result.decoded} decoded and moved into silver, {result.quarantined} still quarantined"
             )
         return 0
-    in_sources = ", ".join(f"'{n}'" for n in sources)
-    counts = spark.sql(f"""SELECT source, reason, count(*) AS n FROM silver.quarantine WHERE source IN ({in_sources})
-                           GROUP BY source, reason ORDER BY source, n DESC""").collect()
+    counts = (
+        quarantined.groupBy("source", "reason")
+        .agg(F.count("*").alias("n"))
+        .orderBy("source", F.col("n").desc())
+        .collect()
+    )
     if not counts:
         print("quarantine is empty")
         return 0
@@ -158,8 +164,13 @@ def cmd_quarantine(args) -> int:
     for r in counts:
         print(f"{r['source']:16} {r['n']:>8}  {r['reason']}")
     print()
-    for r in spark.sql(f"""SELECT source, topic, `partition`, `offset`, quarantined_at, reason FROM silver.quarantine
-                          WHERE source IN ({in_sources}) ORDER BY source, topic, `partition`, `offset` LIMIT {args.limit}""").collect():
+    listed = (
+        quarantined.select("source", "topic", "partition", "offset", "quarantined_at", "reason")
+        .orderBy("source", "topic", "partition", "offset")
+        .limit(args.limit)
+        .collect()
+    )
+    for r in listed:
         print(
             f"{r['source']} {r['topic']}[{r['partition']}]@{r['offset']} ({r['quarantined_at']:%Y-%m-%d %H:%M:%S}): {r['reason']}"
         )
@@ -233,11 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    for noisy in ("py4j", "urllib3", "filelock"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_logging(args.verbose)
     try:
         return args.func(args)
     except ConfigError as exc:

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from spark_jobs.errors import KafkaRangeError
+
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 RECORD_SCHEMA = pa.schema(
     [
@@ -60,7 +62,7 @@ def read_range(
             if not msgs:
                 idle_polls += 1
                 if idle_polls > poll_timeout:
-                    raise RuntimeError(
+                    raise KafkaRangeError(
                         f"{topic}[{partition}]: no record at offset {next_offset} within {poll_timeout:.0f}s (range {start}..{end - 1})"
                     )
                 continue
@@ -72,7 +74,7 @@ def read_range(
                         if m.offset() >= end:  # the rest of the range holds no records (transaction markers)
                             next_offset = end
                         continue
-                    raise RuntimeError(f"{topic}[{partition}] at offset {next_offset}: {err}")
+                    raise KafkaRangeError(f"{topic}[{partition}] at offset {next_offset}: {err}")
                 offset = m.offset()
                 if offset >= end:
                     next_offset = end

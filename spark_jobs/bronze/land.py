@@ -15,39 +15,21 @@ import logging
 import re
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from spark_jobs.bronze.plan import Gap, LandingPlan, OffsetRange, TopicPartition, plan_landing
 from spark_jobs.config import PipelineConfig, SourceSettings, kafka_client_settings
+from spark_jobs.errors import ConcurrentLandingError, LandingGapError, LandingInvariantError
+from spark_jobs.runtime.sql import quote_ident, temp_view
+from spark_jobs.runtime.tables import BRONZE_LANDING_GAPS, BRONZE_LANDING_RUNS, BRONZE_MESSAGES, ensure_tables
 
 log = logging.getLogger(__name__)
 
-BRONZE_TABLE = "bronze.kafka_messages"
-RUNS_TABLE = "bronze.landing_runs"
-GAPS_TABLE = "bronze.landing_gaps"
 SUMMARY_SOURCE = "ticdc.source"
 SUMMARY_BATCH = "ticdc.batch-id"
 SUMMARY_OFFSETS = "ticdc.next-offsets"  # JSON {"topic": {"partition": next offset}}: cumulative
 SUMMARY_RANGES = "ticdc.ranges"  # JSON [[topic, partition, start, end], ...]: this batch
 FAST_FORWARD_ATTEMPTS = 5
-
-BRONZE_DDL = {
-    BRONZE_TABLE: """
-        source STRING NOT NULL, topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL,
-        `timestamp` TIMESTAMP, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>,
-        batch_id STRING NOT NULL, landed_at TIMESTAMP NOT NULL""",
-    RUNS_TABLE: """
-        source STRING NOT NULL, batch_id STRING NOT NULL, topic STRING NOT NULL, `partition` INT NOT NULL,
-        start_offset BIGINT NOT NULL, next_offset BIGINT NOT NULL, records BIGINT NOT NULL, bytes BIGINT NOT NULL,
-        lag BIGINT NOT NULL, seconds DOUBLE NOT NULL, landed_at TIMESTAMP NOT NULL""",
-    GAPS_TABLE: """
-        source STRING NOT NULL, topic STRING NOT NULL, `partition` INT NOT NULL, kind STRING NOT NULL,
-        first_offset BIGINT NOT NULL, end_offset BIGINT NOT NULL, detected_at TIMESTAMP NOT NULL""",
-}
-
-
-class ConcurrentLandingError(RuntimeError):
-    """Another landing run of the same source committed first; this run published nothing."""
 
 
 @dataclass(frozen=True)
@@ -62,28 +44,55 @@ class LandingResult:
     seconds: float
 
 
-def ensure_bronze(spark) -> None:
-    for table, columns in BRONZE_DDL.items():
-        spark.sql(
-            f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING iceberg PARTITIONED BY (source) "
-            "TBLPROPERTIES ('format-version' = '2', 'write.parquet.compression-codec' = 'zstd', "
-            # one file per writing task: a batch is one source, and one file would be read by one task
-            "'write.distribution-mode' = 'none')"
-        )
+@dataclass(frozen=True)
+class PartitionStats:
+    """What a run read of one partition's range."""
+
+    records: int
+    bytes: int  # keys and values
+    last_offset: int | None
+    cut_short: bool  # by the byte budget: the partition continues after last_offset
 
 
-def main_snapshot(spark, table: str = BRONZE_TABLE) -> int | None:
+NOTHING_READ = PartitionStats(0, 0, None, False)
+
+
+@dataclass(frozen=True)
+class LandingRunRow:
+    """One partition's row in bronze.landing_runs (landed_at is added when it is written)."""
+
+    source: str
+    batch_id: str
+    topic: str
+    partition: int
+    start_offset: int
+    next_offset: int
+    records: int
+    bytes: int
+    lag: int
+    seconds: float
+
+
+LANDING_RUN_SCHEMA = (
+    "source string, batch_id string, topic string, partition int, start_offset bigint, "
+    "next_offset bigint, records bigint, bytes bigint, lag bigint, seconds double"
+)
+
+
+def main_snapshot(spark, table: str = BRONZE_MESSAGES) -> int | None:
     rows = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").collect()
     return rows[0][0] if rows else None
 
 
 def committed_offsets(spark, source: str) -> dict[TopicPartition, int]:
     """Next offset per partition from the newest snapshot of this source on main's history."""
-    rows = spark.sql(f"""
-        SELECT s.summary['{SUMMARY_OFFSETS}'] AS offsets
-        FROM {BRONZE_TABLE}.snapshots s JOIN {BRONZE_TABLE}.history h ON s.snapshot_id = h.snapshot_id
-        WHERE h.is_current_ancestor AND s.summary['{SUMMARY_SOURCE}'] = '{source}'
-        ORDER BY h.made_current_at DESC, s.committed_at DESC LIMIT 1""").collect()
+    rows = spark.sql(
+        f"""SELECT s.summary[:offsets_key] AS offsets
+        FROM {BRONZE_MESSAGES}.snapshots s JOIN {BRONZE_MESSAGES}.history h ON s.snapshot_id = h.snapshot_id
+        WHERE h.is_current_ancestor AND s.summary[:source_key] = :source
+        ORDER BY h.made_current_at DESC, s.committed_at DESC LIMIT 1""",
+        args={"offsets_key": SUMMARY_OFFSETS, "source_key": SUMMARY_SOURCE, "source": source},
+    ).collect()
     if not rows:
         return {}
     doc = json.loads(rows[0]["offsets"])
@@ -146,8 +155,8 @@ def plan_run(spark, source: SourceSettings) -> tuple[LandingPlan, dict[TopicPart
     if plan.gaps:
         described = "; ".join(g.describe() for g in plan.gaps)
         if not source.landing.accept_gaps:
-            raise RuntimeError(
-                f"source {source.name}: {described}. Set landing.accept_gaps: true to land past it (it is then recorded in {GAPS_TABLE})."
+            raise LandingGapError(
+                f"source {source.name}: {described}. Set landing.accept_gaps: true to land past it (it is then recorded in {BRONZE_LANDING_GAPS})."
             )
         log.warning("source %s: accepting gaps: %s", source.name, described)
     return plan, watermarks
@@ -197,25 +206,42 @@ def read_records(spark, source: SourceSettings, ranges: list[OffsetRange], batch
     )
 
 
+def _manage_snapshots(spark, table: str):
+    """Iceberg's snapshot API for one of our tables. Its branch statements (CREATE BRANCH, CALL
+    fast_forward) are Iceberg SQL extensions that take no parameters; the API takes ids and names as values."""
+    jvm = spark.sparkContext._jvm
+    return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table).manageSnapshots()
+
+
 def commit_batch(spark, rows, base_snapshot: int | None, properties: dict[str, str], source: str) -> None:
     """Append `rows` with `properties` in one snapshot, only if main is still at `base_snapshot`."""
     writer_options = {f"snapshot-property.{k}": v for k, v in properties.items()}
     if base_snapshot is None:
-        rows.writeTo(BRONZE_TABLE).options(**writer_options).append()
+        rows.writeTo(BRONZE_MESSAGES).options(**writer_options).append()
         return
     branch = f"land_{properties[SUMMARY_BATCH]}"
-    spark.sql(f"ALTER TABLE {BRONZE_TABLE} CREATE BRANCH {branch} AS OF VERSION {base_snapshot}")
+    _manage_snapshots(spark, BRONZE_MESSAGES).createBranch(branch, base_snapshot).commit()
     try:
-        rows.writeTo(f"{BRONZE_TABLE}.branch_{branch}").options(**writer_options).append()
-        spark.sql(f"CALL spark_catalog.system.fast_forward('{BRONZE_TABLE}', 'main', '{branch}')").collect()
-    except Exception as exc:
-        if "Cannot fast-forward" in str(exc):
-            raise ConcurrentLandingError(
-                f"bronze moved since snapshot {base_snapshot}; source {source}'s batch not published"
-            ) from None
-        raise
+        rows.writeTo(f"{BRONZE_MESSAGES}.{quote_ident('branch_' + branch)}").options(**writer_options).append()
+        _fast_forward_main(spark, branch, base_snapshot, source)
     finally:
-        spark.sql(f"ALTER TABLE {BRONZE_TABLE} DROP BRANCH IF EXISTS {branch}")
+        _manage_snapshots(spark, BRONZE_MESSAGES).removeBranch(branch).commit()
+
+
+def _fast_forward_main(spark, branch: str, base_snapshot: int, source: str) -> None:
+    """Move main to the branch's head; ConcurrentLandingError if main moved on since `base_snapshot`."""
+    from pyspark.errors import IllegalArgumentException
+
+    try:
+        _manage_snapshots(spark, BRONZE_MESSAGES).fastForwardBranch("main", branch).commit()
+    except IllegalArgumentException:
+        # Iceberg refuses with a plain IllegalArgumentException ("Cannot fast-forward: main is not an
+        # ancestor of ..."): main no longer being where we forked is what tells a concurrent commit.
+        if main_snapshot(spark) == base_snapshot:
+            raise
+        raise ConcurrentLandingError(
+            f"bronze moved since snapshot {base_snapshot}; source {source}'s batch not published"
+        ) from None
 
 
 def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResult:
@@ -226,7 +252,7 @@ def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResul
     """
     source = config.source(source_name)
     started = time.monotonic()
-    ensure_bronze(spark)
+    ensure_tables(spark, "bronze")
     for attempt in range(1, FAST_FORWARD_ATTEMPTS + 1):
         base = main_snapshot(spark)
         committed_before = committed_offsets(spark, source.name)
@@ -236,11 +262,20 @@ def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResul
         if not plan.ranges:
             lag = {tp: high - plan.next_offsets.get(tp, high) for tp, (_, high) in watermarks.items()}
             log.info("source %s: nothing new to land (%d partitions)", source.name, len(watermarks))
-            return LandingResult(source.name, None, 0, 0, {}, lag, plan.gaps, time.monotonic() - started)
+            return LandingResult(
+                source=source.name,
+                batch_id=None,
+                records=0,
+                bytes=0,
+                per_partition={},
+                lag=lag,
+                gaps=plan.gaps,
+                seconds=time.monotonic() - started,
+            )
         batch_id = uuid.uuid4().hex
         rows = read_records(spark, source, plan.ranges, batch_id).cache()
         try:
-            stats = _range_stats(rows)
+            stats = _partition_stats(rows)
             next_offsets = _next_offsets(plan, stats)
             properties = {
                 SUMMARY_SOURCE: source.name,
@@ -264,24 +299,23 @@ def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResul
         finally:
             rows.unpersist()
         lag = {tp: high - next_offsets.get(tp, high) for tp, (_, high) in watermarks.items()}
-        per_partition = {tp: n for tp, (n, _, _, _) in stats.items()}
+        per_partition = {tp: s.records for tp, s in stats.items()}
         result = LandingResult(
-            source.name,
-            batch_id,
-            sum(per_partition.values()),
-            sum(b for _, b, _, _ in stats.values()),
-            per_partition,
-            lag,
-            plan.gaps,
-            time.monotonic() - started,
+            source=source.name,
+            batch_id=batch_id,
+            records=sum(per_partition.values()),
+            bytes=sum(s.bytes for s in stats.values()),
+            per_partition=per_partition,
+            lag=lag,
+            gaps=plan.gaps,
+            seconds=time.monotonic() - started,
         )
         _record_run(spark, result, plan, next_offsets, stats)
         return result
     raise AssertionError("unreachable")
 
 
-def _range_stats(rows) -> dict[TopicPartition, tuple[int, int, int, bool]]:
-    """(records, bytes, last offset, cut short by the byte budget) per partition."""
+def _partition_stats(rows) -> dict[TopicPartition, PartitionStats]:
     from pyspark.sql import functions as F
 
     stats = (
@@ -294,41 +328,49 @@ def _range_stats(rows) -> dict[TopicPartition, tuple[int, int, int, bool]]:
         )
         .collect()
     )
-    return {(r["topic"], r["partition"]): (r["n"], r["bytes"] or 0, r["last"], bool(r["cut"])) for r in stats}
+    return {
+        (r["topic"], r["partition"]): PartitionStats(r["n"], r["bytes"] or 0, r["last"], bool(r["cut"])) for r in stats
+    }
 
 
-def _next_offsets(plan: LandingPlan, stats: dict) -> dict[TopicPartition, int]:
+def _next_offsets(plan: LandingPlan, stats: dict[TopicPartition, PartitionStats]) -> dict[TopicPartition, int]:
     """Where each partition stands after this batch: the planned end, or after the last record read
     when the byte budget cut the range short. A range with more records than offsets is a bug."""
     next_offsets = dict(plan.next_offsets)
     for r in plan.ranges:
-        n, _, last, cut = stats.get((r.topic, r.partition), (0, 0, None, False))
-        if n > r.count:
-            raise RuntimeError(
-                f"{r.topic}[{r.partition}]: read {n} records for {r.count} offsets {r.start}..{r.end - 1}"
+        read = stats.get((r.topic, r.partition), NOTHING_READ)
+        if read.records > r.count:
+            raise LandingInvariantError(
+                f"{r.topic}[{r.partition}]: read {read.records} records for {r.count} offsets {r.start}..{r.end - 1}"
             )
-        if cut:
-            next_offsets[(r.topic, r.partition)] = last + 1
+        if read.cut_short:
+            next_offsets[(r.topic, r.partition)] = read.last_offset + 1
     return next_offsets
 
 
 def _record_gaps(spark, source: str, gaps: list[Gap]) -> None:
     rows = [(source, g.topic, g.partition, g.kind, g.start, g.end) for g in gaps]
-    spark.createDataFrame(
+    found = spark.createDataFrame(
         rows, "source string, topic string, partition int, kind string, first_offset bigint, end_offset bigint"
-    ).createOrReplaceTempView("landing_gaps_new")
-    spark.sql(f"""MERGE INTO {GAPS_TABLE} t USING landing_gaps_new s
-        ON t.source = s.source AND t.topic = s.topic AND t.`partition` = s.`partition` AND t.kind = s.kind
-           AND t.first_offset = s.first_offset
-        WHEN NOT MATCHED THEN INSERT (source, topic, `partition`, kind, first_offset, end_offset, detected_at)
-             VALUES (s.source, s.topic, s.`partition`, s.kind, s.first_offset, s.end_offset, current_timestamp())""")
-    spark.catalog.dropTempView("landing_gaps_new")
+    )
+    with temp_view(found, "landing_gaps_new") as new:
+        spark.sql(f"""MERGE INTO {BRONZE_LANDING_GAPS} t USING {new} s
+            ON t.source = s.source AND t.topic = s.topic AND t.`partition` = s.`partition` AND t.kind = s.kind
+               AND t.first_offset = s.first_offset
+            WHEN NOT MATCHED THEN INSERT (source, topic, `partition`, kind, first_offset, end_offset, detected_at)
+                 VALUES (s.source, s.topic, s.`partition`, s.kind, s.first_offset, s.end_offset, current_timestamp())""")
 
 
 def _record_run(
-    spark, result: LandingResult, plan: LandingPlan, next_offsets: dict[TopicPartition, int], stats: dict
+    spark,
+    result: LandingResult,
+    plan: LandingPlan,
+    next_offsets: dict[TopicPartition, int],
+    stats: dict[TopicPartition, PartitionStats],
 ) -> None:
     """Per partition counts, bytes and lag of the run, in the logs and in bronze.landing_runs."""
+    from pyspark.sql import functions as F
+
     rate = result.records / result.seconds if result.seconds else 0.0
     log.info(
         "source %s: landed %d records (%d bytes) in batch %s, %.0f records/s, %.1fs",
@@ -345,24 +387,19 @@ def _record_run(
         n = result.per_partition.get(tp, 0)
         log.info("  %s[%d]: %d records from offset %d, lag %d", r.topic, r.partition, n, r.start, result.lag.get(tp, 0))
         rows.append(
-            (
-                result.source,
-                result.batch_id,
-                r.topic,
-                r.partition,
-                r.start,
-                next_offsets[tp],
-                n,
-                stats.get(tp, (0, 0))[1],
-                result.lag.get(tp, 0),
-                result.seconds,
+            LandingRunRow(
+                source=result.source,
+                batch_id=result.batch_id,
+                topic=r.topic,
+                partition=r.partition,
+                start_offset=r.start,
+                next_offset=next_offsets[tp],
+                records=n,
+                bytes=stats.get(tp, NOTHING_READ).bytes,
+                lag=result.lag.get(tp, 0),
+                seconds=result.seconds,
             )
         )
-    spark.createDataFrame(
-        rows,
-        "source string, batch_id string, topic string, partition int, start_offset bigint, "
-        "next_offset bigint, records bigint, bytes bigint, lag bigint, seconds double",
-    ).createOrReplaceTempView("landing_runs_new")
-    spark.sql(f"""INSERT INTO {RUNS_TABLE} SELECT source, batch_id, topic, `partition`, start_offset, next_offset,
-        records, bytes, lag, seconds, current_timestamp() FROM landing_runs_new""")
-    spark.catalog.dropTempView("landing_runs_new")
+    spark.createDataFrame([astuple(row) for row in rows], LANDING_RUN_SCHEMA).withColumn(
+        "landed_at", F.current_timestamp()
+    ).writeTo(BRONZE_LANDING_RUNS).append()

@@ -6,7 +6,8 @@ Rows arrive sorted by (topic, partition, offset) so stateful protocols see each 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -41,6 +42,14 @@ DECODED_SCHEMA = pa.schema(
 )
 
 
+@dataclass(frozen=True)
+class Primer:
+    """An earlier message that announced a schema (Simple bootstrap or DDL), decoded before a task's rows."""
+
+    key: bytes | None
+    value: bytes | None
+
+
 def row_key(key_columns: list[str], before: dict | None, after: dict | None) -> str | None:
     image = after if after is not None else before
     if image is None or not key_columns:
@@ -52,7 +61,7 @@ def decode_batches(
     batches: Iterator[pa.RecordBatch],
     protocol: str,
     options: dict[str, Any],
-    primers: list[tuple[bytes | None, bytes | None]] = (),
+    primers: Sequence[Primer] = (),
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: bronze (topic, partition, offset, key, value, headers) -> DECODED_SCHEMA rows.
 
@@ -61,9 +70,9 @@ def decode_batches(
     end of the task (its schema may come later in the same batch) before it is reported waiting.
     """
     decoder = make_decoder(protocol, options)
-    for key, value in primers:
+    for primer in primers:
         try:
-            decoder.decode(key, value, None)
+            decoder.decode(primer.key, primer.value, None)
         except DecodeError:
             pass
     waiting: list[tuple] = []

@@ -8,12 +8,14 @@ import sys
 
 from spark_jobs.config import load_config
 from spark_jobs.runtime.spark_session import get_spark
+from spark_jobs.runtime.tables import BRONZE_MESSAGES
 
 
 def main(config_path: str, source: str) -> None:
     spark = get_spark(load_config(config_path))
     for r in spark.sql(
-        f"SELECT topic, `partition`, `offset`, key, value FROM bronze.kafka_messages WHERE source = '{source}'"
+        f"SELECT topic, `partition`, `offset`, key, value FROM {BRONZE_MESSAGES} WHERE source = :source",
+        args={"source": source},
     ).toLocalIterator():
         print(
             json.dumps(

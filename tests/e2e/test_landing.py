@@ -3,35 +3,25 @@ and two runs of one source that cannot both commit the same range."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from spark_jobs.bronze import land as landing
-from spark_jobs.bronze.land import BRONZE_TABLE, ConcurrentLandingError, commit_batch, land_bronze, main_snapshot
-from spark_jobs.config import KafkaSettings, LandingSettings, SourceSettings
+from spark_jobs.bronze.land import commit_batch, land_bronze, main_snapshot
 from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.simulator.model import Message
+from spark_jobs.errors import ConcurrentLandingError, LandingGapError
+from spark_jobs.runtime.tables import BRONZE_LANDING_GAPS, BRONZE_LANDING_RUNS, BRONZE_MESSAGES, ensure_tables
 
 pytestmark = pytest.mark.e2e
 
 
-def config_with(pipeline_config, broker, name, topics=(), pattern=None, **landing_settings):
-    source = SourceSettings(
-        name=name,
-        protocol="canal-json",
-        kafka=KafkaSettings(bootstrap_servers=broker.bootstrap),
-        topics=list(topics),
-        topic_pattern=pattern,
-        landing=LandingSettings(**landing_settings),
-    )
-    return dataclasses.replace(pipeline_config, sources=[source])
+def of_source(spark, table, source, columns):
+    """The columns of a table's rows of one source."""
+    return spark.sql(f"SELECT {columns} FROM {table} WHERE source = :source", args={"source": source}).collect()
 
 
 def bronze_records(spark, source):
-    rows = spark.sql(
-        f"SELECT topic, `partition`, `offset`, key, value, headers FROM {BRONZE_TABLE} WHERE source = '{source}'"
-    ).collect()
+    rows = of_source(spark, BRONZE_MESSAGES, source, "topic, `partition`, `offset`, key, value, headers")
     out = {}
     for r in rows:
         coordinate = (r["topic"], r["partition"], r["offset"])
@@ -54,7 +44,7 @@ def expected_records(messages):
     return out
 
 
-def test_bytes_headers_large_and_empty_topics_land_exactly(spark, broker, pipeline_config):
+def test_bytes_headers_large_and_empty_topics_land_exactly(spark, broker, source_config):
     broker.create_topics(["lb_data"], partitions=2)
     broker.create_topics(["lb_empty"], partitions=1)
     messages = [
@@ -68,13 +58,14 @@ def test_bytes_headers_large_and_empty_topics_land_exactly(spark, broker, pipeli
         for i in range(12)
     ]
     produce(broker.bootstrap, messages)
-    config = config_with(pipeline_config, broker, "lb", topics=["lb_data", "lb_empty"])
+    config = source_config("lb", topics=["lb_data", "lb_empty"])
     result = land_bronze(spark, config, "lb")
     assert result.records == 12 and result.per_partition == {("lb_data", 0): 6, ("lb_data", 1): 6}
     assert result.lag == {("lb_data", 0): 0, ("lb_data", 1): 0, ("lb_empty", 0): 0}
     assert bronze_records(spark, "lb") == expected_records(messages)
     runs = spark.sql(
-        f"SELECT topic, `partition`, records, next_offset FROM bronze.landing_runs WHERE batch_id = '{result.batch_id}'"
+        f"SELECT topic, `partition`, records, next_offset FROM {BRONZE_LANDING_RUNS} WHERE batch_id = :batch",
+        args={"batch": result.batch_id},
     ).collect()
     assert sorted((r[0], r[1], r[2], r[3]) for r in runs) == [("lb_data", 0, 6, 6), ("lb_data", 1, 6, 6)]
 
@@ -83,8 +74,8 @@ def test_bytes_headers_large_and_empty_topics_land_exactly(spark, broker, pipeli
     assert again.records == 0 and main_snapshot(spark) == snapshot
 
 
-def test_topic_pattern_picks_up_a_topic_created_later(spark, broker, pipeline_config):
-    config = config_with(pipeline_config, broker, "lp", pattern="lp_.*")
+def test_topic_pattern_picks_up_a_topic_created_later(spark, broker, source_config):
+    config = source_config("lp", topic_pattern="lp_.*")
     broker.create_topics(["lp_a"], partitions=1)
     first = [Message("lp_a", 0, b"a%d" % i, b"v%d" % i) for i in range(3)]
     produce(broker.bootstrap, first)
@@ -96,17 +87,17 @@ def test_topic_pattern_picks_up_a_topic_created_later(spark, broker, pipeline_co
     assert bronze_records(spark, "lp") == expected_records(first + second)
 
 
-def test_record_and_byte_caps_bound_a_run_and_the_next_run_continues(spark, broker, pipeline_config):
+def test_record_and_byte_caps_bound_a_run_and_the_next_run_continues(spark, broker, source_config):
     broker.create_topics(["lc"], partitions=2)
     messages = [Message("lc", i % 2, None, b"x" * 100) for i in range(20)]
     produce(broker.bootstrap, messages)
-    config = config_with(pipeline_config, broker, "lc", topics=["lc"], max_records_per_run=7)
+    config = source_config("lc", landing={"max_records_per_run": 7})
     assert [land_bronze(spark, config, "lc").records for _ in range(4)] == [7, 7, 6, 0]
     assert bronze_records(spark, "lc") == expected_records(messages)
 
     more = [Message("lc", 0, None, b"y" * 100) for _ in range(10)]
     produce(broker.bootstrap, more)
-    capped = config_with(pipeline_config, broker, "lc", topics=["lc"], max_bytes_per_run=350)
+    capped = source_config("lc", landing={"max_bytes_per_run": 350})
     counts = []
     while n := land_bronze(spark, capped, "lc").records:
         counts.append(n)
@@ -114,37 +105,35 @@ def test_record_and_byte_caps_bound_a_run_and_the_next_run_continues(spark, brok
     assert bronze_records(spark, "lc") == expected_records(messages + more)
 
 
-def test_offsets_going_backwards_fail_or_are_accepted_and_recorded(spark, broker, pipeline_config):
+def test_offsets_going_backwards_fail_or_are_accepted_and_recorded(spark, broker, source_config):
     broker.create_topics(["lg"], partitions=1)
     produce(broker.bootstrap, [Message("lg", 0, None, b"old%d" % i) for i in range(5)])
-    config = config_with(pipeline_config, broker, "lg", topics=["lg"])
+    config = source_config("lg")
     assert land_bronze(spark, config, "lg").records == 5
     broker.delete_topics(["lg"])
     broker.create_topics(["lg"], partitions=1)
     produce(broker.bootstrap, [Message("lg", 0, None, b"new%d" % i) for i in range(2)])
     snapshot = main_snapshot(spark)
     with pytest.raises(
-        RuntimeError, match=r"source lg: lg\[0\] offsets went backwards: landed up to 5, broker ends at 2"
+        LandingGapError, match=r"source lg: lg\[0\] offsets went backwards: landed up to 5, broker ends at 2"
     ):
         land_bronze(spark, config, "lg")
     assert main_snapshot(spark) == snapshot
-    accepting = config_with(pipeline_config, broker, "lg", topics=["lg"], accept_gaps=True)
+    accepting = source_config("lg", landing={"accept_gaps": True})
     result = land_bronze(spark, accepting, "lg")
     assert result.records == 2 and [g.kind for g in result.gaps] == ["offsets_went_backwards"]
-    gaps = spark.sql(
-        "SELECT topic, `partition`, kind, first_offset, end_offset FROM bronze.landing_gaps WHERE source = 'lg'"
-    ).collect()
+    gaps = of_source(spark, BRONZE_LANDING_GAPS, "lg", "topic, `partition`, kind, first_offset, end_offset")
     assert [tuple(g) for g in gaps] == [("lg", 0, "offsets_went_backwards", 5, 2)]
-    values = sorted(bytes(r[0]) for r in spark.sql(f"SELECT value FROM {BRONZE_TABLE} WHERE source = 'lg'").collect())
+    values = sorted(bytes(r[0]) for r in of_source(spark, BRONZE_MESSAGES, "lg", "value"))
     assert values == [b"new0", b"new1", b"old0", b"old1", b"old2", b"old3", b"old4"]
 
 
-def test_retention_gap_fails_or_is_recorded(spark, broker, pipeline_config, monkeypatch):
+def test_retention_gap_fails_or_is_recorded(spark, broker, source_config, monkeypatch):
     """Tansu cannot delete records (DeleteRecords crashes it): the broker's low watermark is moved
     past what was landed at the planning level, with the real broker behind everything else."""
     broker.create_topics(["lr"], partitions=1)
     produce(broker.bootstrap, [Message("lr", 0, None, b"r%d" % i) for i in range(10)])
-    config = config_with(pipeline_config, broker, "lr", topics=["lr"], max_records_per_run=3)
+    config = source_config("lr", landing={"max_records_per_run": 3})
     assert land_bronze(spark, config, "lr").records == 3
     real = landing.broker_watermarks
 
@@ -153,23 +142,23 @@ def test_retention_gap_fails_or_is_recorded(spark, broker, pipeline_config, monk
         return {tp: (6, high) for tp, (_, high) in marks.items()}, starts
 
     monkeypatch.setattr(landing, "broker_watermarks", retention_moved_low_watermark)
-    with pytest.raises(RuntimeError, match=r"lr\[0\] offsets 3..5 were deleted by Kafka before landing"):
+    with pytest.raises(LandingGapError, match=r"lr\[0\] offsets 3..5 were deleted by Kafka before landing"):
         land_bronze(spark, config, "lr")
-    accepting = config_with(pipeline_config, broker, "lr", topics=["lr"], accept_gaps=True)
+    accepting = source_config("lr", landing={"accept_gaps": True})
     assert land_bronze(spark, accepting, "lr").records == 4
-    offsets = sorted(r[0] for r in spark.sql(f"SELECT `offset` FROM {BRONZE_TABLE} WHERE source = 'lr'").collect())
+    offsets = sorted(r[0] for r in of_source(spark, BRONZE_MESSAGES, "lr", "`offset`"))
     assert offsets == [0, 1, 2, 6, 7, 8, 9]
-    gaps = spark.sql("SELECT kind, first_offset, end_offset FROM bronze.landing_gaps WHERE source = 'lr'").collect()
+    gaps = of_source(spark, BRONZE_LANDING_GAPS, "lr", "kind, first_offset, end_offset")
     assert [tuple(g) for g in gaps] == [("retention", 3, 6)]
 
 
-def test_a_second_run_of_the_same_source_cannot_commit_the_same_range(spark, broker, pipeline_config):
+def test_a_second_run_of_the_same_source_cannot_commit_the_same_range(spark, broker, source_config):
     broker.create_topics(["lx"], partitions=1)
     messages = [Message("lx", 0, b"k%d" % i, b"v%d" % i) for i in range(6)]
     produce(broker.bootstrap, messages)
-    config = config_with(pipeline_config, broker, "lx", topics=["lx"])
+    config = source_config("lx")
     source = config.source("lx")
-    landing.ensure_bronze(spark)
+    ensure_tables(spark, "bronze")
     # run A plans and reads ...
     base = main_snapshot(spark)
     plan, _ = landing.plan_run(spark, source)
@@ -192,4 +181,4 @@ def test_a_second_run_of_the_same_source_cannot_commit_the_same_range(spark, bro
             "lx",
         )
     assert bronze_records(spark, "lx") == expected_records(messages)
-    assert [r[0] for r in spark.sql(f"SELECT name FROM {BRONZE_TABLE}.refs").collect()] == ["main"]
+    assert [r[0] for r in spark.sql(f"SELECT name FROM {BRONZE_MESSAGES}.refs").collect()] == ["main"]

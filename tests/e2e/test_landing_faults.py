@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.config import RuntimeSettings, SparkSettings
 from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.simulator.model import Message
 
@@ -23,18 +24,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.long]
 ITERATIONS = int(os.environ.get("TICDC_KILL_LOOP_ITERATIONS", "20"))
 TOPIC, PARTITIONS = "kill_loop", 3
 BIN = Path(sys.executable).parent
-CONFIG = """
-runtime:
-  mode: embedded
-  local_dir: {lake}
-  spark: {{master: "local[2]", driver_memory: 1g, shuffle_partitions: 2}}
-sources:
-  - name: kl
-    protocol: canal-json
-    topics: [{topic}]
-    kafka: {{bootstrap_servers: "{bootstrap}"}}
-    landing: {{max_records_per_run: {cap}}}
-"""
 
 
 def land(config: Path, kill_after: float | None) -> str:
@@ -56,12 +45,21 @@ def land(config: Path, kill_after: float | None) -> str:
         return "killed"
 
 
-def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, tmp_path):
+def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, source_config, config_file, tmp_path):
     rng = random.Random(20261122)
-    config = tmp_path / "pipeline.yaml"
-    config.write_text(CONFIG.format(lake=tmp_path / "lake", topic=TOPIC, bootstrap=broker.bootstrap, cap=150))
-    drain = tmp_path / "drain.yaml"  # the same lakehouse without the small cap: one run lands the rest
-    drain.write_text(CONFIG.format(lake=tmp_path / "lake", topic=TOPIC, bootstrap=broker.bootstrap, cap=1_000_000))
+    runtime = RuntimeSettings(
+        local_dir=str(tmp_path / "lake"),
+        spark=SparkSettings(master="local[2]", driver_memory="1g", shuffle_partitions=2),
+    )
+
+    def lakehouse_config(name: str, cap: int) -> Path:
+        return config_file(
+            source_config("kl", topics=[TOPIC], landing={"max_records_per_run": cap}, runtime=runtime),
+            tmp_path / name,
+        )
+
+    config = lakehouse_config("pipeline.yaml", cap=150)
+    drain = lakehouse_config("drain.yaml", cap=1_000_000)  # the same lakehouse without the small cap
     broker.create_topics([TOPIC], partitions=PARTITIONS)
     produced: list[Message] = []
     outcomes = []

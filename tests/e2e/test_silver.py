@@ -11,8 +11,7 @@ import random
 
 import pytest
 
-from spark_jobs.bronze.land import BRONZE_TABLE, land_bronze
-from spark_jobs.config import KafkaSettings, SchemaRegistrySettings, SourceSettings
+from spark_jobs.bronze.land import land_bronze, main_snapshot
 from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.registry import running_registry
 from spark_jobs.devkit.simulator.model import (
@@ -26,6 +25,15 @@ from spark_jobs.devkit.simulator.model import (
     expected_event,
 )
 from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from spark_jobs.runtime.tables import (
+    BRONZE_MESSAGES,
+    SILVER_DDL_EVENTS,
+    SILVER_PENDING,
+    SILVER_QUARANTINE,
+    SILVER_ROW_CHANGES,
+    SILVER_RUNS,
+    SILVER_WATERMARKS,
+)
 from spark_jobs.silver.build import build_silver, rebuild_silver, replay_quarantine
 
 pytestmark = pytest.mark.e2e
@@ -102,20 +110,6 @@ def logical_stream(rows: int = 30, seed: int = 7) -> list:
     return events
 
 
-def source_config(pipeline_config, broker, name, protocol, topic, registry=None, options=None, **decoding):
-    source = SourceSettings(
-        name=name,
-        protocol=protocol,
-        kafka=KafkaSettings(bootstrap_servers=broker.bootstrap),
-        topics=[topic],
-        options=dict(EXTENSION_OPTIONS[protocol] if options is None else options),
-        schema_registry=SchemaRegistrySettings(url=registry) if registry else None,
-    )
-    if decoding:
-        source = dataclasses.replace(source, decoding=dataclasses.replace(source.decoding, **decoding))
-    return dataclasses.replace(pipeline_config, sources=[source])
-
-
 def publish(broker, protocol, events, topic, registry=None, options=None):
     broker.create_topics([topic], partitions=PARTITIONS)
     encoder_options = dict(EXTENSION_OPTIONS[protocol] if options is None else options)
@@ -131,9 +125,21 @@ def land_and_decode(spark, config, name):
     return landed, build_silver(spark, config, name)
 
 
+def of_source(spark, table, source, columns, where="true"):
+    """The columns of a table's rows of one source (`where`: a further condition of the test's)."""
+    return spark.sql(
+        f"SELECT {columns} FROM {table} WHERE source = :source AND ({where})", args={"source": source}
+    ).collect()
+
+
+def count_of(spark, table, source, column="*"):
+    return of_source(spark, table, source, f"count({column})")[0][0]
+
+
 def silver_rows(spark, source):
-    rows = spark.sql(f"""SELECT database, `table`, op, commit_ts, row_key, before, after, flags
-                         FROM silver.row_changes WHERE source = '{source}'""").collect()
+    rows = of_source(
+        spark, SILVER_ROW_CHANGES, source, "database, `table`, op, commit_ts, row_key, before, after, flags"
+    )
     return sorted(
         (
             r["database"],
@@ -200,7 +206,7 @@ def registry():
 
 
 @pytest.fixture(scope="module")
-def every_protocol(spark, broker, pipeline_config, registry):
+def every_protocol(spark, broker, source_config, registry):
     """The same logical stream landed and decoded in each protocol: {protocol: (config, landed, result)}."""
     events = logical_stream()
     out = {}
@@ -208,7 +214,7 @@ def every_protocol(spark, broker, pipeline_config, registry):
         name = "inv_" + protocol.replace("-", "_")
         reg = registry if protocol == "avro" else None
         publish(broker, protocol, events, name, registry=reg)
-        config = source_config(pipeline_config, broker, name, protocol, name, registry=reg)
+        config = source_config(name, protocol, registry=reg)
         landed, result = land_and_decode(spark, config, name)
         out[protocol] = (config, name, landed, result)
     return events, out
@@ -231,10 +237,10 @@ def test_every_protocol_gives_the_same_row_changes(spark, every_protocol):
 def test_landed_equals_decoded_plus_quarantined_plus_waiting(spark, every_protocol):
     _, sources = every_protocol
     for protocol, (_, name, landed, _result) in sources.items():
-        bronze = spark.sql(f"SELECT count(*) FROM {BRONZE_TABLE} WHERE source = '{name}'").collect()[0][0]
-        decoded = spark.sql(f"SELECT sum(decoded) FROM silver.runs WHERE source = '{name}'").collect()[0][0]
-        quarantined = spark.sql(f"SELECT count(*) FROM silver.quarantine WHERE source = '{name}'").collect()[0][0]
-        waiting = spark.sql(f"SELECT count(*) FROM silver.pending WHERE source = '{name}'").collect()[0][0]
+        bronze = count_of(spark, BRONZE_MESSAGES, name)
+        decoded = of_source(spark, SILVER_RUNS, name, "sum(decoded)")[0][0]
+        quarantined = count_of(spark, SILVER_QUARANTINE, name)
+        waiting = count_of(spark, SILVER_PENDING, name)
         assert bronze == landed == decoded + quarantined + waiting, protocol
 
 
@@ -246,9 +252,7 @@ def test_consistent_ts_is_the_last_watermark_and_ddl_is_once(spark, every_protoc
             assert result.consistency == "landed"
             continue
         assert (result.consistent_ts, result.consistency) == (last, "watermark"), protocol
-        ddl = spark.sql(
-            f"SELECT ddl_type, table_schema FROM silver.ddl_events WHERE source = '{name}' AND ddl_type <> 'bootstrap'"
-        ).collect()
+        ddl = of_source(spark, SILVER_DDL_EVENTS, name, "ddl_type, table_schema", "ddl_type <> 'bootstrap'")
         assert [d["ddl_type"] for d in ddl] == ["create_table"], protocol  # broadcast to every partition, stored once
         assert '"elements": ["new", "paid", "gone"]' in ddl[0]["table_schema"]
 
@@ -256,16 +260,11 @@ def test_consistent_ts_is_the_last_watermark_and_ddl_is_once(spark, every_protoc
 def test_running_again_changes_nothing_and_rebuild_equals_incremental(spark, broker, every_protocol):
     _, sources = every_protocol
     config, name, _, _ = sources["canal-json"]
-    snapshots = {
-        t: spark.sql(f"SELECT snapshot_id FROM {t}.refs WHERE name = 'main'").collect()[0][0]
-        for t in ("silver.row_changes", "silver.ddl_events", "silver.watermarks")
-    }
+    snapshots = {t: main_snapshot(spark, t) for t in (SILVER_ROW_CHANGES, SILVER_DDL_EVENTS, SILVER_WATERMARKS)}
     incremental = silver_rows(spark, name)
     again = build_silver(spark, config, name)
     assert again.messages == 0
-    assert {
-        t: spark.sql(f"SELECT snapshot_id FROM {t}.refs WHERE name = 'main'").collect()[0][0] for t in snapshots
-    } == snapshots
+    assert {t: main_snapshot(spark, t) for t in snapshots} == snapshots
     # a second batch decoded incrementally, then everything rebuilt from bronze
     extra = [
         RowChange(
@@ -293,7 +292,7 @@ def test_running_again_changes_nothing_and_rebuild_equals_incremental(spark, bro
     assert rebuilt.consistent_ts == tso(90_010)
 
 
-def test_redeliveries_and_reordering_give_the_same_silver(spark, broker, pipeline_config):
+def test_redeliveries_and_reordering_give_the_same_silver(spark, broker, source_config):
     """30% of the messages delivered again, later, on their partition (TiCDC is at least once)."""
     rng = random.Random(3)
     events = logical_stream(seed=11)
@@ -306,39 +305,36 @@ def test_redeliveries_and_reordering_give_the_same_silver(spark, broker, pipelin
         dirty.insert(rng.choice(later) + 1 if later else len(dirty), m)
     broker.create_topics(["inv_dirty"], partitions=PARTITIONS)
     produce(broker.bootstrap, dirty)
-    config = source_config(pipeline_config, broker, "inv_dirty", "canal-json", "inv_dirty")
+    config = source_config("inv_dirty")
     landed, _result = land_and_decode(spark, config, "inv_dirty")
     assert landed == len(dirty) > len(clean)
     assert silver_rows(spark, "inv_dirty") == expected_rows(events)
-    ddl = spark.sql("SELECT count(*) FROM silver.ddl_events WHERE source = 'inv_dirty'").collect()[0][0]
+    ddl = count_of(spark, SILVER_DDL_EVENTS, "inv_dirty")
     assert ddl == 1
 
 
-def test_a_watermark_going_backwards_does_not_move_the_consistent_ts_back(spark, broker, pipeline_config):
+def test_a_watermark_going_backwards_does_not_move_the_consistent_ts_back(spark, broker, source_config):
     events = logical_stream(rows=5)
     last = max(e.ts for e in events if isinstance(e, Watermark))
     publish(broker, "canal-json", events, "inv_wm")
-    config = source_config(pipeline_config, broker, "inv_wm", "canal-json", "inv_wm")
+    config = source_config("inv_wm")
     assert land_and_decode(spark, config, "inv_wm")[1].consistent_ts == last
     publish(broker, "canal-json", [Watermark(last - 100)], "inv_wm")
     result = land_and_decode(spark, config, "inv_wm")[1]
     assert result.watermarks == PARTITIONS and result.consistent_ts == last
 
 
-def test_simple_consumer_starting_mid_stream_catches_up_at_the_bootstrap(spark, broker, pipeline_config):
+def test_simple_consumer_starting_mid_stream_catches_up_at_the_bootstrap(spark, broker, source_config):
     events = logical_stream(seed=5)
     rows_only = [e for e in events if not isinstance(e, (Ddl, Bootstrap))]
     publish(broker, "simple-json", rows_only, "inv_mid")
-    config = source_config(pipeline_config, broker, "inv_mid", "simple-json", "inv_mid")
+    config = source_config("inv_mid", "simple-json")
     _landed, first = land_and_decode(spark, config, "inv_mid")
     assert first.waiting == len([m for m in rows_only if isinstance(m, RowChange)]) + 1  # the key change is two rows
     assert silver_rows(spark, "inv_mid") == []
     publish(broker, "simple-json", [Bootstrap(ITEMS)], "inv_mid")
     _, second = land_and_decode(spark, config, "inv_mid")
-    assert (
-        second.waiting == 0
-        and spark.sql("SELECT count(*) FROM silver.pending WHERE source = 'inv_mid'").collect()[0][0] == 0
-    )
+    assert second.waiting == 0 and count_of(spark, SILVER_PENDING, "inv_mid") == 0
     assert silver_rows(spark, "inv_mid") == expected_rows(events)
     # rows that never get their schema go to quarantine once they waited too long
     publish(
@@ -362,9 +358,9 @@ def test_simple_consumer_starting_mid_stream_catches_up_at_the_bootstrap(spark, 
         ],
         "inv_mid",
     )
-    impatient = source_config(pipeline_config, broker, "inv_mid", "simple-json", "inv_mid", max_wait_minutes=0)
+    impatient = source_config("inv_mid", "simple-json", decoding={"max_wait_minutes": 0})
     _, third = land_and_decode(spark, impatient, "inv_mid")
-    reasons = [r[0] for r in spark.sql("SELECT reason FROM silver.quarantine WHERE source = 'inv_mid'").collect()]
+    reasons = [r[0] for r in of_source(spark, SILVER_QUARANTINE, "inv_mid", "reason")]
     assert (
         third.quarantined == 1
         and len(reasons) == 1
@@ -374,7 +370,7 @@ def test_simple_consumer_starting_mid_stream_catches_up_at_the_bootstrap(spark, 
 
 
 def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(
-    spark, broker, pipeline_config, registry, tmp_path, capsys
+    spark, broker, source_config, config_file, tmp_path, capsys
 ):
     good = encode_stream(
         "canal-json",
@@ -391,25 +387,17 @@ def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(
     broker.create_topics(["inv_bad"], partitions=1)
     produce(broker.bootstrap, good[:3] + bad + good[3:])
     # the changefeed compresses with snappy, but the source was configured without it: everything is quarantined
-    wrong = source_config(pipeline_config, broker, "inv_bad", "canal-json", "inv_bad")
+    wrong = source_config("inv_bad")
     landed, first = land_and_decode(spark, wrong, "inv_bad")
     assert first.quarantined == landed and first.row_changes == 0
-    reasons = {r[0] for r in spark.sql("SELECT reason FROM silver.quarantine WHERE source = 'inv_bad'").collect()}
+    reasons = {r[0] for r in of_source(spark, SILVER_QUARANTINE, "inv_bad", "reason")}
     assert all(r.startswith("canal-json: ") for r in reasons)
     fixed = source_config(
-        pipeline_config,
-        broker,
-        "inv_bad",
-        "canal-json",
-        "inv_bad",
-        options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"},
+        "inv_bad", options={**EXTENSION_OPTIONS["canal-json"], "large-message-handle-compression": "snappy"}
     )
     replayed = replay_quarantine(spark, fixed, "inv_bad")
     assert replayed.decoded == len(good) and replayed.quarantined == len(bad)
-    left = {
-        (r[0], r[1])
-        for r in spark.sql("SELECT `offset`, reason FROM silver.quarantine WHERE source = 'inv_bad'").collect()
-    }
+    left = {(r[0], r[1]) for r in of_source(spark, SILVER_QUARANTINE, "inv_bad", "`offset`, reason")}
     assert {o for o, _ in left} == {3, 4, 5}
     assert any("corrupt snappy" in r for _, r in left)
     rows = silver_rows(spark, "inv_bad")
@@ -445,7 +433,7 @@ def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(
     produce(broker.bootstrap, [more[0], Message("inv_bad", 0, None, more[1].value[:-7]), more[1], more[2]])
     _, mixed = land_and_decode(spark, fixed, "inv_bad")
     assert (mixed.decoded, mixed.quarantined, mixed.row_changes) == (3, 1, 3)
-    assert {r[0] for r in spark.sql("SELECT `offset` FROM silver.quarantine WHERE source = 'inv_bad'").collect()} == {
+    assert {r[0] for r in of_source(spark, SILVER_QUARANTINE, "inv_bad", "`offset`")} == {
         3,
         4,
         5,
@@ -454,16 +442,13 @@ def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(
 
     from spark_jobs.cli import main
 
-    config_file = tmp_path / "quarantine.yaml"
-    config_file.write_text(
-        f"sources: [{{name: inv_bad, protocol: canal-json, topics: [inv_bad], kafka: {{bootstrap_servers: '{broker.bootstrap}'}}}}]\n"
-    )
-    assert main(["quarantine", "list", "--source", "inv_bad", "--config", str(config_file)]) == 0
+    written = config_file(fixed, tmp_path / "quarantine.yaml")
+    assert main(["quarantine", "list", "--source", "inv_bad", "--config", str(written)]) == 0
     listed = capsys.readouterr().out
     assert "inv_bad" in listed and "inv_bad[0]@14" in listed and "corrupt snappy" in listed
 
 
-def test_avro_writer_schema_change_becomes_an_inferred_ddl(spark, broker, pipeline_config, registry):
+def test_avro_writer_schema_change_becomes_an_inferred_ddl(spark, broker, source_config, registry):
     wider = dataclasses.replace(ITEMS, columns=ITEMS.columns + (Column("color", "varchar(8)"),))
     base = {"name": "a", "qty": 1, "price": 1.0, "status": "new", "created": dt.datetime(2025, 1, 1), "note": None}
     events = [
@@ -475,13 +460,15 @@ def test_avro_writer_schema_change_becomes_an_inferred_ddl(spark, broker, pipeli
         "inv_avro_ddl", messages[0].partition, messages[0].key, b"\x00\x00\x0f\x42\x3f" + messages[0].value[5:]
     )
     produce(broker.bootstrap, [unknown_id])
-    config = source_config(pipeline_config, broker, "inv_avro_ddl", "avro", "inv_avro_ddl", registry=registry)
+    config = source_config("inv_avro_ddl", "avro", registry=registry)
     _, result = land_and_decode(spark, config, "inv_avro_ddl")
     assert (result.decoded, result.quarantined) == (2, 1)
-    reason = spark.sql("SELECT reason FROM silver.quarantine WHERE source = 'inv_avro_ddl'").collect()[0][0]
+    reason = of_source(spark, SILVER_QUARANTINE, "inv_avro_ddl", "reason")[0][0]
     assert reason.startswith("avro: ") and "schema id 999999 not found" in reason
-    ddl = spark.sql("""SELECT ddl_type, ddl_sql, commit_ts, schema_origin FROM silver.ddl_events
-                       WHERE source = 'inv_avro_ddl' ORDER BY commit_ts""").collect()
+    ddl = sorted(
+        of_source(spark, SILVER_DDL_EVENTS, "inv_avro_ddl", "ddl_type, ddl_sql, commit_ts, schema_origin"),
+        key=lambda d: d["commit_ts"],
+    )
     assert [(d["ddl_type"], d["schema_origin"]) for d in ddl] == [
         ("create_table", "inferred"),
         ("add_column", "inferred"),

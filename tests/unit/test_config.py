@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.codecs.errors import ConfigError
 from spark_jobs.config import configured_source_names, decoder_options, kafka_client_settings, load_config
+from spark_jobs.errors import ConfigError
 
 GOOD = """
 runtime:

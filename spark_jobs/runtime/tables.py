@@ -1,0 +1,125 @@
+"""Every bronze and silver table: name, columns, partitioning and properties, created by `ensure_tables`.
+
+Table names are constants of ours (`namespace.table`), so SQL text may name them as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+BRONZE_MESSAGES = "bronze.kafka_messages"
+BRONZE_LANDING_RUNS = "bronze.landing_runs"
+BRONZE_LANDING_GAPS = "bronze.landing_gaps"
+
+SILVER_ROW_CHANGES = "silver.row_changes"
+SILVER_DDL_EVENTS = "silver.ddl_events"
+SILVER_WATERMARKS = "silver.watermarks"
+SILVER_QUARANTINE = "silver.quarantine"
+SILVER_PENDING = "silver.pending"
+SILVER_RUNS = "silver.runs"
+
+
+@dataclass(frozen=True)
+class TableDefinition:
+    name: str
+    columns: str  # Spark SQL column list
+    partitioned_by: tuple[str, ...] = ()
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def create_statement(self) -> str:
+        partitioning = f" PARTITIONED BY ({', '.join(self.partitioned_by)})" if self.partitioned_by else ""
+        properties = ", ".join(f"'{key}' = '{value}'" for key, value in self.properties.items())
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.name} ({self.columns}) USING iceberg{partitioning}"
+            f" TBLPROPERTIES ({properties})"
+        )
+
+
+BRONZE_PROPERTIES = {
+    "format-version": "2",
+    "write.parquet.compression-codec": "zstd",
+    # one file per writing task: a batch is one source, and one file would be read by one task
+    "write.distribution-mode": "none",
+}
+SILVER_PROPERTIES = {"format-version": "2"}
+COORDINATES = "source STRING NOT NULL, topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL"
+
+TABLES: dict[str, tuple[TableDefinition, ...]] = {
+    "bronze": (
+        TableDefinition(
+            BRONZE_MESSAGES,
+            """source STRING NOT NULL, topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL,
+            `timestamp` TIMESTAMP, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>,
+            batch_id STRING NOT NULL, landed_at TIMESTAMP NOT NULL""",
+            ("source",),
+            BRONZE_PROPERTIES,
+        ),
+        TableDefinition(
+            BRONZE_LANDING_RUNS,
+            """source STRING NOT NULL, batch_id STRING NOT NULL, topic STRING NOT NULL, `partition` INT NOT NULL,
+            start_offset BIGINT NOT NULL, next_offset BIGINT NOT NULL, records BIGINT NOT NULL, bytes BIGINT NOT NULL,
+            lag BIGINT NOT NULL, seconds DOUBLE NOT NULL, landed_at TIMESTAMP NOT NULL""",
+            ("source",),
+            BRONZE_PROPERTIES,
+        ),
+        TableDefinition(
+            BRONZE_LANDING_GAPS,
+            """source STRING NOT NULL, topic STRING NOT NULL, `partition` INT NOT NULL, kind STRING NOT NULL,
+            first_offset BIGINT NOT NULL, end_offset BIGINT NOT NULL, detected_at TIMESTAMP NOT NULL""",
+            ("source",),
+            BRONZE_PROPERTIES,
+        ),
+    ),
+    "silver": (
+        TableDefinition(
+            SILVER_ROW_CHANGES,
+            """source STRING NOT NULL, database STRING NOT NULL, `table` STRING NOT NULL, op STRING NOT NULL,
+            commit_ts BIGINT, row_key STRING, key_columns ARRAY<STRING>,
+            before MAP<STRING, STRING>, after MAP<STRING, STRING>, column_types MAP<STRING, STRING>,
+            schema_version BIGINT, flags ARRAY<STRING>,
+            topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL, event_index INT NOT NULL""",
+            ("source",),
+            SILVER_PROPERTIES,
+        ),
+        TableDefinition(
+            SILVER_DDL_EVENTS,
+            """source STRING NOT NULL, database STRING, `table` STRING, commit_ts BIGINT NOT NULL,
+            ddl_type STRING NOT NULL, ddl_sql STRING, table_schema STRING, schema_origin STRING,
+            topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL""",
+            ("source",),
+            SILVER_PROPERTIES,
+        ),
+        TableDefinition(
+            SILVER_WATERMARKS,
+            "source STRING NOT NULL, topic STRING NOT NULL, `partition` INT NOT NULL, resolved_ts BIGINT NOT NULL",
+            ("source",),
+            SILVER_PROPERTIES,
+        ),
+        TableDefinition(
+            SILVER_QUARANTINE,
+            f"""{COORDINATES}, protocol STRING NOT NULL, reason STRING NOT NULL, key BINARY, value BINARY,
+            quarantined_at TIMESTAMP""",
+            ("source",),
+            SILVER_PROPERTIES,
+        ),
+        TableDefinition(
+            SILVER_PENDING,
+            f"{COORDINATES}, reason STRING NOT NULL, first_seen_at TIMESTAMP NOT NULL",
+            ("source",),
+            SILVER_PROPERTIES,
+        ),
+        TableDefinition(
+            SILVER_RUNS,
+            """run_id STRING NOT NULL, source STRING NOT NULL, kind STRING NOT NULL, bronze_snapshot_id BIGINT,
+            messages BIGINT, decoded BIGINT, row_changes BIGINT, ddl_events BIGINT, watermarks BIGINT,
+            quarantined BIGINT, waiting BIGINT, consistent_ts BIGINT, consistency STRING, finished_at TIMESTAMP""",
+            properties=SILVER_PROPERTIES,
+        ),
+    ),
+}
+
+
+def ensure_tables(spark, layer: str) -> None:
+    """Create the layer's tables that do not exist yet (existing ones are left as they are)."""
+    for table in TABLES[layer]:
+        spark.sql(table.create_statement())
