@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
 
+from spark_jobs import ddl
 from spark_jobs.codecs import fast_paths
 from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.events import ChangeEvent
@@ -383,84 +384,6 @@ _KINDS = {
 }
 
 
-# ---- DDL classification -------------------------------------------------------------------------
-
-_IDENT = r"(?:`(?:[^`]|``)*`|[^\s`.(]+)"
-_TABLE_NAME = rf"{_IDENT}(?:\s*\.\s*{_IDENT})?"
-_DDL_PATTERNS = [
-    (re.compile(p, re.I | re.S), kind)
-    for p, kind in (
-        (r"create\s+(?:database|schema)\b", "create_database"),
-        (r"drop\s+(?:database|schema)\b", "drop_database"),
-        (r"create\s+(?:temporary\s+)?table\b", "create_table"),
-        (r"drop\s+(?:temporary\s+)?tables?\b", "drop_table"),
-        (r"rename\s+tables?\b", "rename_table"),
-        (r"truncate\b", "truncate_table"),
-        (r"create\s+(?:unique\s+|fulltext\s+|spatial\s+)?index\b", "create_index"),
-        (r"drop\s+index\b", "drop_index"),
-    )
-]
-_ALTER = re.compile(rf"alter\s+(?:online\s+|offline\s+)?(?:ignore\s+)?table\s+{_TABLE_NAME}\s*(.*)$", re.I | re.S)
-_INDEX_WORDS = ("index", "key", "unique", "primary", "fulltext", "spatial", "constraint", "foreign", "check")
-_CANAL_DDL_TYPES = {
-    "CREATE": "create_table",
-    "ERASE": "drop_table",
-    "RENAME": "rename_table",
-    "TRUNCATE": "truncate_table",
-    "CINDEX": "create_index",
-    "DINDEX": "drop_index",
-}
-_COMMENT = re.compile(r"/\*.*?\*/|^\s*(?:--|#)[^\n]*\n", re.S)
-
-
-def classify_ddl(canal_type: str, sql: str) -> str:
-    """The canonical ddl_type of a statement; the canal `type` decides when the SQL is not recognized."""
-    text = _COMMENT.sub(" ", sql).strip()
-    for pattern, kind in _DDL_PATTERNS:
-        if pattern.match(text):
-            return kind
-    alter = _ALTER.match(text)
-    if alter:
-        kind = _alter_clause(alter.group(1))
-        if kind:
-            return kind
-    return _CANAL_DDL_TYPES.get(canal_type, "other")
-
-
-def _alter_clause(clauses: str) -> str | None:
-    words = re.findall(r"`(?:[^`]|``)*`|\w+", clauses.lower())
-    if not words:
-        return None
-    first, rest = words[0], words[1:]
-    second = rest[0] if rest else ""
-    if first == "add":
-        if second in _INDEX_WORDS:
-            return "other" if second in ("foreign", "check") else "create_index"
-        return "other" if second == "partition" else "add_column"
-    if first == "drop":
-        if second in ("index", "key", "primary"):
-            return "drop_index"
-        if second in ("foreign", "constraint", "check", "partition"):
-            return "other"
-        return "drop_column"
-    if first == "modify":
-        return "modify_column"
-    if first == "change":
-        names = rest[1:3] if second == "column" else rest[0:2]
-        if len(names) == 2 and names[0].strip("`") != names[1].strip("`"):
-            return "rename_column"
-        return "modify_column"
-    if first == "rename":
-        if second == "column":
-            return "rename_column"
-        if second in ("index", "key"):
-            return "other"
-        return "rename_table"
-    if first == "alter":
-        return "other" if second in ("index", "check", "constraint") else "modify_column"
-    return None
-
-
 # ---- the decoder ---------------------------------------------------------------------------------
 
 
@@ -545,7 +468,7 @@ class CanalJsonDecoder:
         if type(kind) is not str:
             raise DecodeError(PROTOCOL, f"type must be a string, got {_shown(kind)}", "type")
         if is_ddl:
-            out.append(self._ddl(doc, kind, tidb))
+            out.append(self._ddl(doc, tidb))
         elif kind == WATERMARK_TYPE:
             ts = tidb.get("watermarkTs", 0) if tidb is not None else None
             if type(ts) is not int or ts < 0:
@@ -593,7 +516,7 @@ class CanalJsonDecoder:
             raise DecodeError(PROTOCOL, f"table must be a string, got {_shown(table)}", "table")
         return database or None, table or None
 
-    def _ddl(self, doc: dict, kind: str, tidb: dict | None) -> ChangeEvent:
+    def _ddl(self, doc: dict, tidb: dict | None) -> ChangeEvent:
         database, table = self._names(doc)
         sql = doc.get("sql")
         if type(sql) is not str or not sql.strip():
@@ -604,7 +527,7 @@ class CanalJsonDecoder:
             database=database,
             table=table,
             commit_ts=commit_ts,
-            ddl_type=classify_ddl(kind, sql),
+            ddl_type=ddl.classify(sql),
             ddl_sql=sql,
             flags=["commit_ts_inferred"] if inferred else [],
         )

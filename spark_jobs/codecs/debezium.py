@@ -18,6 +18,7 @@ from decimal import Decimal
 
 import orjson
 
+from spark_jobs import ddl
 from spark_jobs.codecs.errors import DecodeError
 from spark_jobs.codecs.events import ChangeEvent, table_schema
 from spark_jobs.codecs.values import (
@@ -554,12 +555,11 @@ class DebeziumDecoder:
             changes = []
         if changes.__class__ is not list:
             raise DecodeError(PROTOCOL, "tableChanges must be an array", "payload.tableChanges")
-        change_type, schema = None, None
+        schema = None
         for i, change in enumerate(changes):
             where = f"payload.tableChanges[{i}]"
             if change.__class__ is not dict:
                 raise DecodeError(PROTOCOL, "a table change must be an object", where)
-            change_type = change_type or change.get("type")
             if schema is None and change.get("table") is not None:
                 schema = _table_schema(database, table or None, change["table"], where + ".table")
         return ChangeEvent(
@@ -567,7 +567,7 @@ class DebeziumDecoder:
             database=database,
             table=table or None,
             commit_ts=commit_ts,
-            ddl_type=classify_ddl(sql, change_type, bool(table)),
+            ddl_type=ddl.classify(sql),
             ddl_sql=sql,
             table_schema=schema,
         )
@@ -630,115 +630,3 @@ def _unquote(element: str) -> str:
     if len(element) >= 2 and element[0] == element[-1] == "'":
         return element[1:-1]
     return element
-
-
-# ---- DDL classification ----------------------------------------------------------------------------
-
-
-def _words(sql: str) -> list[str]:
-    """Upper-cased words and punctuation of a statement; backquoted names stay one word."""
-    out, i, n = [], 0, len(sql)
-    while i < n:
-        ch = sql[i]
-        if ch.isspace():
-            i += 1
-        elif ch == "`":
-            end = sql.find("`", i + 1)
-            end = n if end < 0 else end
-            out.append(sql[i + 1 : end].upper())
-            i = end + 1
-        elif ch.isalnum() or ch in "_$":
-            j = i
-            while j < n and (sql[j].isalnum() or sql[j] in "_$."):
-                j += 1
-            out.append(sql[i:j].upper())
-            i = j
-        elif ch == "/" and sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-        else:
-            out.append(ch)
-            i += 1
-    return out
-
-
-_INDEX_WORDS = {"INDEX", "KEY", "UNIQUE", "PRIMARY", "FULLTEXT", "SPATIAL", "CONSTRAINT", "FOREIGN", "CHECK"}
-
-
-def classify_ddl(sql: str, change_type: str | None = None, has_table: bool = True) -> str:
-    """The canonical ddl_type of a statement; tableChanges' CREATE/ALTER/DROP decide when the SQL does not."""
-    words = _words(sql)
-    kind = _classify_words(words) if words else None
-    if kind is not None:
-        return kind
-    if change_type == "CREATE":
-        return "create_table" if has_table else "create_database"
-    if change_type == "DROP":
-        return "drop_table" if has_table else "drop_database"
-    return "other"
-
-
-def _classify_words(w: list[str]) -> str | None:
-    head = w[0]
-    rest = [x for x in w[1:4] if x not in ("OR", "REPLACE", "TEMPORARY", "UNIQUE", "FULLTEXT", "SPATIAL")]
-    target = rest[0] if rest else ""
-    if head == "CREATE":
-        return {
-            "DATABASE": "create_database",
-            "SCHEMA": "create_database",
-            "TABLE": "create_table",
-            "INDEX": "create_index",
-        }.get(target, "other")
-    if head == "DROP":
-        return {
-            "DATABASE": "drop_database",
-            "SCHEMA": "drop_database",
-            "TABLE": "drop_table",
-            "INDEX": "drop_index",
-        }.get(target, "other")
-    if head == "TRUNCATE":
-        return "truncate_table"
-    if head == "RENAME":
-        return "rename_table" if target == "TABLE" else "other"
-    if head == "ALTER" and len(w) > 3 and w[1] == "TABLE":
-        return _classify_alter(w[3:])
-    return None
-
-
-def _classify_alter(specs: list[str]) -> str:
-    """ALTER TABLE t <spec>[, <spec>…]: one kind when every spec agrees, else other."""
-    kinds, depth, current = set(), 0, []
-    for word in specs + [","]:
-        if word == "(":
-            depth += 1
-        elif word == ")":
-            depth -= 1
-        if word == "," and depth == 0:
-            if current:
-                kinds.add(_classify_spec(current))
-            current = []
-        else:
-            current.append(word)
-    return kinds.pop() if len(kinds) == 1 else "other"
-
-
-def _classify_spec(s: list[str]) -> str:
-    verb, nxt = s[0], (s[1] if len(s) > 1 else "")
-    if verb == "ADD":
-        if nxt in _INDEX_WORDS:
-            return "create_index"
-        return "other" if nxt == "PARTITION" else "add_column"
-    if verb == "DROP":
-        if nxt in _INDEX_WORDS:
-            return "drop_index"
-        return "other" if nxt == "PARTITION" else "drop_column"
-    if verb in ("MODIFY", "ALTER"):
-        return "other" if nxt == "INDEX" else "modify_column"
-    if verb == "CHANGE":
-        names = s[2:4] if nxt == "COLUMN" else s[1:3]
-        return "rename_column" if len(names) == 2 and names[0] != names[1] else "modify_column"
-    if verb == "RENAME":
-        if nxt == "COLUMN":
-            return "rename_column"
-        return "other" if nxt in ("INDEX", "KEY") else "rename_table"
-    return "other"

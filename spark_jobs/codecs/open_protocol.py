@@ -26,6 +26,7 @@ import zoneinfo
 
 import orjson
 
+from spark_jobs import ddl
 from spark_jobs.codecs import fast_paths
 from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.events import ChangeEvent
@@ -144,94 +145,6 @@ def go_unquote(text: str) -> bytes:
             return bytes(out)
         out += text[pos:following].encode("utf-8")
         pos = following
-
-
-# ---- DDL classification ------------------------------------------------------------------------
-
-# TiDB ActionType -> ddl_type; 0, 12 (modify column, also renames) and 61 (multi-schema change) are
-# classified by the statement, as is any code TiDB had not assigned when this was written.
-_ACTION_DDL_TYPES = {
-    1: "create_database",
-    2: "drop_database",
-    3: "create_table",
-    4: "drop_table",
-    5: "add_column",
-    6: "drop_column",
-    7: "create_index",
-    8: "drop_index",
-    11: "truncate_table",
-    14: "rename_table",
-    32: "create_index",
-    33: "drop_index",
-    37: "add_column",
-    38: "drop_column",
-    47: "rename_table",
-    48: "drop_index",
-    60: "create_table",
-}
-_ACTIONS_BY_SQL = {0, 12, 61}
-_LAST_KNOWN_ACTION = 80
-
-_LEADING_COMMENTS = re.compile(r"^\s*(?:/\*.*?\*/\s*|--[^\n]*\n\s*|#[^\n]*\n\s*)*", re.S)
-_IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
-_STATEMENT_RULES = [
-    (re.compile(r"CREATE\s+(?:TEMPORARY\s+)?TABLE\b", re.I), "create_table"),
-    (re.compile(r"CREATE\s+(?:DATABASE|SCHEMA)\b", re.I), "create_database"),
-    (re.compile(r"DROP\s+(?:DATABASE|SCHEMA)\b", re.I), "drop_database"),
-    (re.compile(r"DROP\s+(?:TEMPORARY\s+)?TABLE\b", re.I), "drop_table"),
-    (re.compile(r"TRUNCATE\b", re.I), "truncate_table"),
-    (re.compile(r"RENAME\s+TABLES?\b", re.I), "rename_table"),
-    (re.compile(r"CREATE\s+(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\b", re.I), "create_index"),
-    (re.compile(r"DROP\s+INDEX\b", re.I), "drop_index"),
-]
-_ALTER_TABLE = re.compile(r"ALTER\s+TABLE\s+" + _IDENT + r"(?:\s*\.\s*" + _IDENT + r")?\s+(.*)", re.I | re.S)
-_CHANGE_COLUMN = re.compile(r"CHANGE\s+(?:COLUMN\s+)?(" + _IDENT + r")\s+(" + _IDENT + r")", re.I)
-_ALTER_RULES = [
-    (re.compile(r"RENAME\s+COLUMN\b", re.I), "rename_column"),
-    (re.compile(r"MODIFY\b", re.I), "modify_column"),
-    (re.compile(r"ADD\s+(?:UNIQUE|INDEX|KEY|PRIMARY|CONSTRAINT|FULLTEXT|SPATIAL|FOREIGN)\b", re.I), "create_index"),
-    (re.compile(r"DROP\s+(?:INDEX|KEY|PRIMARY|FOREIGN)\b", re.I), "drop_index"),
-    (re.compile(r"ADD\b", re.I), "add_column"),
-    (re.compile(r"DROP\b", re.I), "drop_column"),
-    (re.compile(r"RENAME\b", re.I), "rename_table"),
-]
-
-
-def _unquote_ident(name: str) -> str:
-    return name[1:-1].replace("``", "`") if name.startswith("`") else name
-
-
-def ddl_type_from_sql(sql: str) -> str:
-    """Classify a DDL statement by its leading clause (the fallback when the action type is ambiguous)."""
-    text = _LEADING_COMMENTS.sub("", sql, count=1)
-    for pattern, ddl_type in _STATEMENT_RULES:
-        if pattern.match(text):
-            return ddl_type
-    alter = _ALTER_TABLE.match(text)
-    if not alter:
-        return "other"
-    spec = alter.group(1)
-    change = _CHANGE_COLUMN.match(spec)
-    if change:
-        renamed = _unquote_ident(change.group(1)).lower() != _unquote_ident(change.group(2)).lower()
-        return "rename_column" if renamed else "modify_column"
-    for pattern, ddl_type in _ALTER_RULES:
-        if pattern.match(spec):
-            return ddl_type
-    return "other"
-
-
-def ddl_type_of(action: int, sql: str) -> str:
-    """Our ddl_type for a TiDB ActionType, using the statement where the action type is ambiguous."""
-    known = _ACTION_DDL_TYPES.get(action)
-    if known is not None:
-        return known
-    if action == 12:
-        by_sql = ddl_type_from_sql(sql)
-        return by_sql if by_sql == "rename_column" else "modify_column"
-    if action in _ACTIONS_BY_SQL or action > _LAST_KNOWN_ACTION:
-        return ddl_type_from_sql(sql)
-    return "other"
 
 
 # ---- the decoder -------------------------------------------------------------------------------
@@ -392,7 +305,7 @@ class OpenDecoder:
             database=_optional_name(head, "scm", where),
             table=_optional_name(head, "tbl", where),
             commit_ts=ts,
-            ddl_type=ddl_type_of(action, query),
+            ddl_type=ddl.classify(query),
             ddl_sql=query,
         )
 
@@ -861,8 +774,6 @@ __all__ = [
     "CANONICAL_TYPES",
     "PROTOCOL",
     "OpenDecoder",
-    "ddl_type_from_sql",
-    "ddl_type_of",
     "go_unquote",
     "parse_time_zone",
     "split_items",

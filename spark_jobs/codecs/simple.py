@@ -35,6 +35,7 @@ from zoneinfo import ZoneInfo
 import fastavro
 import orjson
 
+from spark_jobs import ddl
 from spark_jobs.codecs import fast_paths
 from spark_jobs.codecs import values as V
 from spark_jobs.codecs.errors import ConfigError, DecodeError, SchemaNotYetKnown
@@ -47,14 +48,6 @@ MESSAGE_RECORD = "com.pingcap.simple.avro.Message"
 
 DML_OPS = {"INSERT": "insert", "UPDATE": "update", "DELETE": "delete"}
 DDL_KINDS = ("CREATE", "RENAME", "CINDEX", "DINDEX", "ERASE", "TRUNCATE", "ALTER", "QUERY")
-_DDL_BY_KIND = {
-    "CREATE": "create_table",
-    "RENAME": "rename_table",
-    "CINDEX": "create_index",
-    "DINDEX": "drop_index",
-    "ERASE": "drop_table",
-    "TRUNCATE": "truncate_table",
-}
 
 # Exceptions a value converter or a malformed document can raise; all become a DecodeError.
 _BAD_INPUT = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError, binascii.Error)
@@ -90,11 +83,9 @@ def zone_of(name: str) -> dt.tzinfo | None:
     return ZoneInfo(name)
 
 
-# ---- DDL classification -----------------------------------------------------------------------
+# ---- names a DDL statement gives ---------------------------------------------------------------
 
 _IDENT = r"(?:`(?:[^`]|``)+`|[\w$]+)"
-_QUALIFIED = rf"{_IDENT}(?:\s*\.\s*{_IDENT})?"
-_ALTER_RE = re.compile(rf"^\s*ALTER\s+(?:ONLINE\s+|OFFLINE\s+|IGNORE\s+)*TABLE\s+{_QUALIFIED}\s*(.*)$", re.I | re.S)
 _DATABASE_RE = re.compile(
     rf"^\s*(CREATE|DROP|ALTER)\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT})", re.I
 )
@@ -104,95 +95,10 @@ _TABLE_NAME_RE = re.compile(
     rf"\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?({_IDENT})(?:\s*\.\s*({_IDENT}))?",
     re.I,
 )
-_INDEX_WORDS = ("INDEX", "KEY", "UNIQUE", "PRIMARY", "FULLTEXT", "SPATIAL", "CONSTRAINT", "FOREIGN")
-_CLAUSE_RE = re.compile(r"^\s*(\w+)(?:\s+(\w+))?", re.S)
-_CHANGE_RE = re.compile(rf"^\s*CHANGE\s+(?:COLUMN\s+)?({_IDENT})\s+({_IDENT})", re.I | re.S)
 
 
 def _unquote(ident: str) -> str:
     return ident[1:-1].replace("``", "`") if ident.startswith("`") else ident
-
-
-def _split_clauses(text: str) -> list[str]:
-    """Top-level comma-separated clauses of an ALTER TABLE (commas inside parentheses or quotes stay)."""
-    clauses, depth, quote, start = [], 0, "", 0
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            clauses.append(text[start:i])
-            start = i + 1
-    clauses.append(text[start:])
-    return [c for c in (c.strip() for c in clauses) if c]
-
-
-def _alter_clause_type(clause: str) -> str:
-    m = _CLAUSE_RE.match(clause)
-    if not m:
-        return "other"
-    verb, word = m.group(1).upper(), (m.group(2) or "").upper()
-    if verb == "ADD":
-        if word in _INDEX_WORDS:
-            return "create_index"
-        return "other" if word in ("PARTITION", "CHECK") else "add_column"
-    if verb == "DROP":
-        if word in _INDEX_WORDS:
-            return "drop_index"
-        return "other" if word in ("PARTITION", "CHECK") else "drop_column"
-    if verb == "MODIFY":
-        return "modify_column"
-    if verb == "CHANGE":
-        change = _CHANGE_RE.match(clause)
-        if change and _unquote(change.group(1)).lower() != _unquote(change.group(2)).lower():
-            return "rename_column"
-        return "modify_column"
-    if verb == "ALTER" and word in ("COLUMN", ""):
-        return "modify_column"
-    if verb == "ALTER" and word not in ("INDEX", "CHECK", "CONSTRAINT", "PARTITION"):
-        return "modify_column"
-    if verb == "RENAME":
-        if word == "COLUMN":
-            return "rename_column"
-        if word in ("INDEX", "KEY"):
-            return "other"
-        return "rename_table"
-    return "other"
-
-
-def classify_ddl(kind: str, sql: str) -> str:
-    """A Simple DDL `type` plus its statement -> one of events.DDL_TYPES."""
-    fixed = _DDL_BY_KIND.get(kind)
-    if fixed:
-        return fixed
-    m = _DATABASE_RE.match(sql)
-    if m:
-        verb = m.group(1).upper()
-        return {"CREATE": "create_database", "DROP": "drop_database"}.get(verb, "other")
-    m = _ALTER_RE.match(sql)
-    if m:
-        types = {_alter_clause_type(c) for c in _split_clauses(m.group(1))}
-        return types.pop() if len(types) == 1 else "other"
-    head = sql.lstrip()[:40].upper()
-    for prefix, ddl_type in (
-        ("CREATE TABLE", "create_table"),
-        ("DROP TABLE", "drop_table"),
-        ("TRUNCATE", "truncate_table"),
-        ("RENAME TABLE", "rename_table"),
-    ):
-        if head.startswith(prefix):
-            return ddl_type
-    if re.match(r"CREATE\s+(UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX", head):
-        return "create_index"
-    if head.startswith("DROP INDEX"):
-        return "drop_index"
-    return "other"
 
 
 def names_from_sql(sql: str) -> tuple[str | None, str | None]:
@@ -750,7 +656,7 @@ class _SimpleDecoder:
         before = msg.get("preTableSchema")
         schema = self._cache(after, "tableSchema") if after is not None else None
         pre_schema = self._cache(before, "preTableSchema") if before is not None else None
-        ddl_type = classify_ddl(kind, sql)
+        ddl_type = ddl.classify(sql)
         named = schema or pre_schema
         database, table = (named.database, named.table) if named else names_from_sql(sql)
         if ddl_type in ("create_database", "drop_database"):
@@ -1127,4 +1033,4 @@ class SimpleAvroDecoder(_SimpleDecoder):
         return payload
 
 
-__all__ = ["SimpleAvroDecoder", "SimpleJsonDecoder", "classify_ddl", "message_schema", "names_from_sql", "zone_of"]
+__all__ = ["SimpleAvroDecoder", "SimpleJsonDecoder", "message_schema", "names_from_sql", "zone_of"]

@@ -130,7 +130,7 @@ def all_types_stream():
             ts(2), "insert", ORDERS, None, {"order_id": 18446744073709551615, "amount": Decimal("12.5"), "note": "n"}
         ),
         Watermark(ts(3)),
-        Ddl(ts(4), "shop", "all_types", "ALTER TABLE all_types COMMENT 'x'", "other", ALL_TYPES, ALL_TYPES),
+        Ddl(ts(4), "shop", "all_types", "ALTER TABLE all_types COMMENT 'x'", "alter_table", ALL_TYPES, ALL_TYPES),
         RowChange(ts(5), "update", ALL_TYPES, MAX_ROW, MAX_ROW | {"vc": "changed", "f": 0.0, "biu": 1}),
         RowChange(ts(6), "update", ALL_TYPES, MIN_ROW, MIN_ROW | {"id": 20}),  # key change: delete + insert
         RowChange(ts(7), "delete", ALL_TYPES, NULL_ROW, None),

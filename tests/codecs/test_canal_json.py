@@ -11,7 +11,6 @@ import orjson
 import pytest
 
 from spark_jobs.codecs import make_decoder
-from spark_jobs.codecs.canal_json import classify_ddl
 from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.large_message import compress
 from spark_jobs.devkit.simulator.canal_json import CanalJsonEncoder, expected, go_string
@@ -615,38 +614,6 @@ def test_composite_key_is_in_column_order():
     [(_, value, _)] = CanalJsonEncoder({}).encode([change])
     [event] = decode("canal-json", None, value)
     assert event.key_columns == ["a", "b"] == expected(change, {}).key_columns
-
-
-# ---- DDL classification --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "canal_type,sql,ddl_type",
-    [
-        ("CREATE", "CREATE TABLE `a`.`b` (id int)", "create_table"),
-        ("ERASE", "DROP TABLE IF EXISTS b", "drop_table"),
-        ("RENAME", "RENAME TABLE a TO b", "rename_table"),
-        ("ALTER", "ALTER TABLE a RENAME TO b", "rename_table"),
-        ("TRUNCATE", "TRUNCATE TABLE b", "truncate_table"),
-        ("ALTER", "ALTER TABLE `db`.`t` ADD COLUMN c int", "add_column"),
-        ("ALTER", "alter table t add c int", "add_column"),
-        ("ALTER", "ALTER TABLE t DROP COLUMN c", "drop_column"),
-        ("ALTER", "ALTER TABLE t MODIFY COLUMN c bigint", "modify_column"),
-        ("ALTER", "ALTER TABLE t CHANGE c c bigint", "modify_column"),
-        ("ALTER", "ALTER TABLE t CHANGE COLUMN c d bigint", "rename_column"),
-        ("ALTER", "ALTER TABLE t RENAME COLUMN c TO d", "rename_column"),
-        ("CINDEX", "ALTER TABLE t ADD INDEX i (c)", "create_index"),
-        ("CINDEX", "CREATE UNIQUE INDEX i ON t (c)", "create_index"),
-        ("DINDEX", "DROP INDEX i ON t", "drop_index"),
-        ("DINDEX", "ALTER TABLE t DROP INDEX i", "drop_index"),
-        ("QUERY", "CREATE DATABASE IF NOT EXISTS d", "create_database"),
-        ("QUERY", "/* comment */ drop schema d", "drop_database"),
-        ("QUERY", "CREATE VIEW v AS SELECT 1", "other"),
-        ("ALTER", "ALTER TABLE t COMMENT = 'x'", "other"),
-    ],
-)
-def test_ddl_types(canal_type, sql, ddl_type):
-    assert classify_ddl(canal_type, sql) == ddl_type
 
 
 # ---- (d) malformed input -------------------------------------------------------------------------

@@ -6,6 +6,7 @@ simulator in each protocol variant and decoded partition by partition. Two thing
 (a) each protocol decodes to exactly what its simulator's `expected()` says, and (b) the rows agree
 across protocols once the documented losses in `LOSSES` below (and nothing else) are projected out.
 (b) does not trust `expected()`: it compares against the lossless `model.expected_event`.
+And one statement, one DDL type: every protocol that sends DDL reads its statement through `ddl.classify`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.codecs import PROTOCOLS, ChangeEvent
 from spark_jobs.codecs.values import INTEGER_TYPES, enum_elements, fsp_of, text_double, text_enum, text_set
+from spark_jobs.ddl import classify
 from spark_jobs.devkit.simulator import avro as avro_sim
 from spark_jobs.devkit.simulator import canal_json as canal_sim
 from spark_jobs.devkit.simulator import debezium as debezium_sim
@@ -36,7 +39,7 @@ from spark_jobs.devkit.simulator.model import (
     expected_event,
     split_key_changing_updates,
 )
-from spark_jobs.devkit.simulator.stream import encode_stream, make_encoder, partition_events
+from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream, make_encoder, partition_events
 from tests.codecs.helpers import changefeed_options, decode_partitions, integer_range
 
 # The option set each variant runs with: the TiDB extension on wherever the protocol has one.
@@ -522,3 +525,111 @@ def test_zero_fractional_digits(registry_url):
         ),
         registry_url,
     )
+
+
+# ---- one statement, one DDL type ----------------------------------------------------------------------
+
+DDL_PROTOCOLS = [p for p in PROTOCOLS if p != "avro"]  # Avro sends no DDL
+DDL_STATEMENTS = [
+    # tables and databases
+    "CREATE TABLE `a`.`b` (id int)",
+    "CREATE TABLE t (a int)",
+    "CREATE TABLE t2 LIKE t",
+    "DROP TABLE IF EXISTS b",
+    "drop table if exists t",
+    "DROP TABLE a, b",
+    "TRUNCATE TABLE b",
+    "TRUNCATE t",
+    "/* hint */ TRUNCATE TABLE t",
+    "CREATE DATABASE IF NOT EXISTS d",
+    "create database if not exists d",
+    "/* hint */ create database d",
+    "CREATE SCHEMA IF NOT EXISTS `s`",
+    "/* comment */ drop schema d",
+    "DROP SCHEMA d",
+    "DROP DATABASE d",
+    "ALTER DATABASE d CHARACTER SET utf8mb4",
+    "RECOVER TABLE t",
+    "FLASHBACK TABLE t TO t2",
+    # renames, also RENAME TABLE lists
+    "RENAME TABLE a TO b",
+    "RENAME TABLE a TO b, c TO d",
+    "RENAME TABLE `d1`.`a` TO `d2`.`a`",
+    "ALTER TABLE a RENAME TO b",
+    "ALTER TABLE t RENAME TO u",
+    # one clause
+    "ALTER TABLE `db`.`t` ADD COLUMN c int",
+    "ALTER TABLE db.t ADD c INT",
+    "alter table t add c int",
+    "ALTER TABLE t ADD COLUMN c int",
+    "ALTER TABLE t DROP COLUMN c",
+    "alter table `t` drop `c`",
+    "ALTER TABLE t MODIFY COLUMN c bigint",
+    "ALTER TABLE t MODIFY c BIGINT",
+    "ALTER TABLE t ALTER COLUMN c SET DEFAULT 1",
+    "ALTER TABLE t RENAME COLUMN c TO d",
+    "ALTER TABLE d.t RENAME COLUMN a TO b",
+    # CHANGE: a rename unless the name stays
+    "ALTER TABLE t CHANGE c c bigint",
+    "ALTER TABLE t CHANGE COLUMN c c BIGINT",
+    "ALTER TABLE t CHANGE c d INT",
+    "ALTER TABLE t CHANGE COLUMN c d bigint",
+    "ALTER TABLE `t` CHANGE `a` `b` int",
+    # indexes
+    "ALTER TABLE t ADD INDEX i (c)",
+    "ALTER TABLE t ADD PRIMARY KEY (a)",
+    "CREATE UNIQUE INDEX i ON t (c)",
+    "DROP INDEX i ON t",
+    "ALTER TABLE t DROP INDEX i",
+    "ALTER TABLE t DROP KEY k",
+    # several clauses: one kind keeps it, mixed kinds are a multi-schema change
+    "ALTER TABLE t ADD COLUMN a INT, DROP COLUMN b",
+    "ALTER TABLE t ADD COLUMN c INT, DROP COLUMN d",
+    "ALTER TABLE t ADD c INT, DROP d",
+    "ALTER TABLE t ADD COLUMN c DECIMAL(10,4), ADD COLUMN d INT",
+    "ALTER TABLE `t` ADD `c` INT, ADD d INT",
+    "ALTER TABLE t ADD COLUMN (a INT, b INT)",
+    "ALTER TABLE t DROP a, DROP b",
+    "ALTER TABLE t ADD c INT, ADD INDEX i (c)",
+    "ALTER TABLE t MODIFY a BIGINT, CHANGE b c INT",
+    "ALTER TABLE t ALGORITHM=INPLACE, ADD COLUMN c INT",
+    # partitions
+    "ALTER TABLE t ADD PARTITION (PARTITION p3 VALUES LESS THAN (300))",
+    "ALTER TABLE t DROP PARTITION p1, p2",
+    "ALTER TABLE t TRUNCATE PARTITION p1",
+    "ALTER TABLE t EXCHANGE PARTITION p1 WITH TABLE t2",
+    "ALTER TABLE t REORGANIZE PARTITION p1 INTO (PARTITION p1a VALUES LESS THAN (5))",
+    "ALTER TABLE t COALESCE PARTITION 2",
+    "ALTER TABLE t PARTITION BY HASH(a) PARTITIONS 4",
+    "ALTER TABLE t REMOVE PARTITIONING",
+    # executable comments are run; other comments and strings are not
+    "/*!40101 ALTER TABLE t DROP COLUMN c */",
+    "ALTER TABLE t ADD COLUMN c bigint /*T![auto_rand] AUTO_RANDOM(5) */ NOT NULL",
+    "CREATE TABLE t (id bigint, PRIMARY KEY (id) /*T![clustered_index] NONCLUSTERED */) /*!50100 ENGINE=x */",
+    "ALTER TABLE t COMMENT '/*T! DROP COLUMN id */'",
+    # table options and statements without a type of their own
+    "ALTER TABLE t COMMENT = 'x'",
+    "ALTER TABLE t COMMENT 'x'",
+    "CREATE VIEW v AS SELECT 1",
+    "GRANT ALL",
+]
+
+
+def decoded_ddl_type(protocol: str, sql: str) -> str:
+    """The ddl_type a decoder reads from the DDL message the simulator's encoder makes of this statement."""
+    event = Ddl(1_700_000_000_000 << 18, "d", "t", sql, classify(sql))
+    options = EXTENSION_OPTIONS[protocol]
+    [decoded] = decode_partitions(protocol, encode_stream(protocol, [event], options=options), options)[0]
+    return decoded["ddl_type"]
+
+
+@pytest.mark.parametrize("sql", DDL_STATEMENTS)
+def test_every_protocol_reads_the_same_ddl_type(sql):
+    """ddl.classify of the statement, whatever the protocol's own DDL type (canal type, action type, tableChanges)."""
+    assert {p: decoded_ddl_type(p, sql) for p in DDL_PROTOCOLS} == dict.fromkeys(DDL_PROTOCOLS, classify(sql))
+
+
+def test_a_ddl_without_its_statement_is_other():
+    """Where a DDL message can carry an empty statement (Canal-JSON and Simple JSON refuse one: DecodeError)."""
+    empty = ("open", "debezium", "simple-avro")
+    assert {p: decoded_ddl_type(p, "") for p in empty} == dict.fromkeys(empty, "other")

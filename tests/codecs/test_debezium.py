@@ -12,12 +12,12 @@ import orjson
 import pytest
 
 from spark_jobs.codecs import make_decoder
-from spark_jobs.codecs.debezium import classify_ddl
 from spark_jobs.codecs.errors import DecodeError
 from spark_jobs.codecs.events import FLAGS, ChangeEvent
 from spark_jobs.devkit.simulator.debezium import DebeziumEncoder, expected
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark, expected_event
 from spark_jobs.devkit.simulator.stream import encode_stream, partition_events
+from spark_jobs.devkit.simulator.workload import create_table_sql
 from tests.codecs.helpers import EVERY_BYTE, decode, decode_partitions, integer_columns, integer_limits
 from tests.reference_vectors import load_vector, vector_names
 
@@ -391,7 +391,7 @@ def stream():
             TS + 2,
             "shop",
             "all_types",
-            "CREATE TABLE shop.all_types (id INT PRIMARY KEY, …)",
+            create_table_sql(ALL),
             "create_table",
             table_after=ALL,
         ),
@@ -529,33 +529,6 @@ def test_column_named_schema_does_not_confuse_the_fast_path():
         )
         [event] = decode("debezium", m.key, m.value, options)
         assert event.after == {"schema": ',"schema":', "n": "1"}
-
-
-@pytest.mark.parametrize(
-    "sql, change_type, kind",
-    [
-        ("CREATE TABLE t (a int)", "CREATE", "create_table"),
-        ("create database if not exists d", None, "create_database"),
-        ("DROP SCHEMA d", None, "drop_database"),
-        ("ALTER TABLE t ADD COLUMN c INT", "ALTER", "add_column"),
-        ("ALTER TABLE `t` ADD `c` INT, ADD d INT", "ALTER", "add_column"),
-        ("ALTER TABLE t DROP COLUMN c", "ALTER", "drop_column"),
-        ("ALTER TABLE t MODIFY c BIGINT", "ALTER", "modify_column"),
-        ("ALTER TABLE t CHANGE c d INT", "ALTER", "rename_column"),
-        ("ALTER TABLE t CHANGE COLUMN c c BIGINT", "ALTER", "modify_column"),
-        ("ALTER TABLE t RENAME COLUMN c TO d", "ALTER", "rename_column"),
-        ("ALTER TABLE t RENAME TO u", "ALTER", "rename_table"),
-        ("ALTER TABLE t ADD INDEX i (c)", "ALTER", "create_index"),
-        ("CREATE UNIQUE INDEX i ON t (c)", "ALTER", "create_index"),
-        ("ALTER TABLE t DROP INDEX i", "DROP", "drop_index"),
-        ("DROP INDEX i ON t", "DROP", "drop_index"),
-        ("ALTER TABLE t ADD c INT, DROP d", "ALTER", "other"),
-        ("ALTER TABLE t COMMENT 'x'", "ALTER", "other"),
-        ("/* hint */ TRUNCATE TABLE t", None, "truncate_table"),
-    ],
-)
-def test_classify_ddl(sql, change_type, kind):
-    assert classify_ddl(sql, change_type) == kind
 
 
 # ---- (d) malformed input ----------------------------------------------------------------------------

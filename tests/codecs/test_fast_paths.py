@@ -19,6 +19,7 @@ from spark_jobs.codecs.open_protocol import OpenDecoder
 from spark_jobs.codecs.simple import _SimpleDecoder
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table
 from spark_jobs.devkit.simulator.stream import encode_stream
+from spark_jobs.devkit.simulator.workload import create_table_sql
 from tests.codecs.helpers import EVERY_TYPE, EVERY_TYPE_ROW, changefeed_options, decode_partitions
 
 # Where each protocol's precise path starts: called for every row image when fast paths are off.
@@ -33,7 +34,7 @@ PRECISE_PATHS = {
 def _stream() -> list:
     ts = 1_700_000_000_000 << 18
     events: list = [
-        Ddl(ts, "shop", "all_types", "CREATE TABLE `shop`.`all_types` (...)", "create_table", table_after=EVERY_TYPE),
+        Ddl(ts, "shop", "all_types", create_table_sql(EVERY_TYPE), "create_table", table_after=EVERY_TYPE),
         Bootstrap(EVERY_TYPE),
     ]
     rows = [{**EVERY_TYPE_ROW, "id": i, "dec": Decimal(i).scaleb(-3), "vc": f"row {i}"} for i in range(8)]

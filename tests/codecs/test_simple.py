@@ -435,30 +435,12 @@ def test_database_and_table_ddl(protocol):
         Ddl(508, "simple", "user", "TRUNCATE TABLE `user`", "truncate_table", USER, USER),
         Ddl(509, "simple", "user", "DROP TABLE `user`", "drop_table", None, USER),
         Ddl(510, "shop", None, "DROP DATABASE `shop`", "drop_database"),
-        Ddl(511, "simple", "user", "ALTER TABLE `user` COMMENT = 'x'", "other", USER, USER),
+        Ddl(511, "simple", "user", "ALTER TABLE `user` COMMENT = 'x'", "alter_table", USER, USER),
     ]
     for event in events:
         assert _dicts(decoder.decode(None, encoder.encode_event(event))) == [
             sim.expected(event, {}, protocol).to_dict()
         ], event.sql
-
-
-@pytest.mark.parametrize(
-    ("kind", "sql", "ddl_type"),
-    [
-        ("ALTER", "ALTER TABLE t ADD COLUMN c DECIMAL(10,4), ADD COLUMN d INT", "add_column"),
-        ("ALTER", "ALTER TABLE db.t ADD c INT", "add_column"),
-        ("ALTER", "ALTER TABLE t ADD COLUMN c INT, DROP COLUMN d", "other"),
-        ("ALTER", "alter table `t` drop `c`", "drop_column"),
-        ("ALTER", "ALTER TABLE t CHANGE COLUMN c c BIGINT", "modify_column"),
-        ("ALTER", "ALTER TABLE t ALTER COLUMN c SET DEFAULT 1", "modify_column"),
-        ("CINDEX", "ALTER TABLE t ADD INDEX ix (c)", "create_index"),
-        ("QUERY", "CREATE SCHEMA IF NOT EXISTS `s`", "create_database"),
-        ("QUERY", "CREATE VIEW v AS SELECT 1", "other"),
-    ],
-)
-def test_classify_ddl(kind, sql, ddl_type):
-    assert codec.classify_ddl(kind, sql) == ddl_type
 
 
 def test_database_name_from_sql():

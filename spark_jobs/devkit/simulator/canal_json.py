@@ -39,7 +39,9 @@ from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, Event, Row
 
 WATERMARK_TYPE = "TIDB_WATERMARK"
 DEFAULT_THRESHOLD = 10 * 1024 * 1024
-# Canal's DDL `type` per ddl_type; the Simple protocol names DDL types with the same words
+# Canal's DDL `type` per ddl_type, as TiCDC's convertDdlEventType gives it for the statement's TiDB action (exchange
+# and reorganize partition and recover fall to its default, QUERY; alter_table stands for the table options, ALTER);
+# the Simple protocol uses the same words
 CANAL_DDL_TYPES = {
     "create_table": "CREATE",
     "drop_table": "ERASE",
@@ -53,6 +55,14 @@ CANAL_DDL_TYPES = {
     "drop_index": "DINDEX",
     "create_database": "QUERY",
     "drop_database": "QUERY",
+    "add_partition": "ALTER",
+    "drop_partition": "ALTER",
+    "truncate_partition": "ALTER",
+    "exchange_partition": "QUERY",
+    "reorganize_partition": "QUERY",
+    "alter_table": "ALTER",
+    "multi_schema_change": "ALTER",
+    "recover_table": "QUERY",
     "other": "QUERY",
 }
 # java.sql.Types codes TiCDC writes in sqlType (MySQLType2JavaType)
@@ -415,8 +425,8 @@ def expected(event: Event, options: dict | None = None) -> ChangeEvent | None:
     - Bootstrap: not sent. Watermarks: sent only with enable-tidb-extension.
     - Without enable-tidb-extension the commit ts is known only to the millisecond (`es`):
       commit_ts = (ts >> 18) << 18, flag commit_ts_inferred (rows and DDL).
-    - DDL carries no schema: table_schema is null; ddl_type is recovered from the canal `type` and the
-      statement. A database-level DDL has table null (canal sends "").
+    - DDL carries no schema: table_schema is null; ddl_type is the statement's (`ddl.classify`), whatever
+      the canal `type`. A database-level DDL has table null (canal sends "").
     - key_columns are `pkNames`, in column order (not the order of the key definition).
     - ENUM/SET arrive as 1-based index / bitmask; without content-compatible the labels are unknown:
       the index/bitmask text, flag enum_index (whenever a sent column is ENUM or SET).

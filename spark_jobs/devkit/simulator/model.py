@@ -14,6 +14,7 @@ from typing import Any
 
 from spark_jobs.codecs.events import ChangeEvent, table_schema
 from spark_jobs.codecs.values import canonical_type, canonical_value, enum_elements, parse_type
+from spark_jobs.ddl import classify
 
 # TiDB's default display width (flen) of an integer type: (signed, unsigned)
 INTEGER_DISPLAY_WIDTHS = {
@@ -95,7 +96,7 @@ class Ddl:
     database: str
     table: str | None  # None for database-level DDL
     sql: str
-    ddl_type: str  # one of events.DDL_TYPES
+    ddl_type: str  # ddl.classify(sql): the encoders pick the protocol's own DDL type (action, canal type) by it
     table_after: Table | None = None  # schema after the DDL (None for drops)
     table_before: Table | None = None  # schema before (alter/rename/drop)
 
@@ -185,7 +186,7 @@ def expected_event(e: Event) -> ChangeEvent:
             database=e.database,
             table=e.table,
             commit_ts=e.commit_ts,
-            ddl_type=e.ddl_type,
+            ddl_type=classify(e.sql),  # every decoder classifies the statement, not the protocol's DDL type
             ddl_sql=e.sql,
             table_schema=e.table_after.canonical_schema() if e.table_after else None,
         )

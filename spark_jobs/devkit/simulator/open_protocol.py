@@ -31,6 +31,7 @@ from spark_jobs.codecs.values import (
     text_time,
     to_float32,
 )
+from spark_jobs.ddl import interpret
 from spark_jobs.devkit.simulator.model import Bootstrap, Ddl, Event, RowChange, Table, Watermark, expected_event
 
 BATCH_VERSION = (1).to_bytes(8, "big")
@@ -88,19 +89,37 @@ ACTION_TYPES = {
     "modify_column": 12,
     "rename_column": 12,
     "rename_table": 14,
+    "add_partition": 19,
+    "drop_partition": 20,
+    "truncate_partition": 23,
+    "recover_table": 25,
+    "exchange_partition": 42,
+    "multi_schema_change": 61,
+    "reorganize_partition": 64,
 }
+MULTI_SCHEMA_CHANGE, RENAME_TABLES = 61, 47
+# (ddl_type, words of the statement, the more specific action they mean)
+_ACTIONS_BY_WORDS = [
+    ("create_index", "PRIMARY KEY", 32),
+    ("drop_index", "PRIMARY KEY", 33),
+    ("reorganize_partition", "PARTITION BY", 71),
+    ("reorganize_partition", "REMOVE PARTITIONING", 72),
+    ("recover_table", "FLASHBACK DATABASE", 63),
+    ("modify_column", "SET DEFAULT", 15),
+    ("modify_column", "DROP DEFAULT", 15),
+]
+# actions of the statements without a ddl_type of their own (alter_table, other), by a word they hold
 _OTHER_ACTIONS = [
+    ("ALTER DATABASE", 26),
     ("CREATE VIEW", 21),
     ("DROP VIEW", 24),
     ("COMMENT", 17),
     ("AUTO_INCREMENT", 13),
     ("RENAME INDEX", 18),
-    ("ADD PARTITION", 19),
-    ("DROP PARTITION", 20),
-    ("TRUNCATE PARTITION", 23),
+    ("TIFLASH REPLICA", 30),
     ("CHARSET", 22),
+    ("CHARACTER SET", 22),
     ("COLLATE", 22),
-    ("SET DEFAULT", 15),
 ]
 
 DEFAULT_OPTIONS = {
@@ -467,16 +486,24 @@ class OpenEncoder:
 
 
 def action_type(ddl: Ddl) -> int:
-    """The TiDB ActionType TiCDC sends as the DDL value's `t`."""
+    """The TiDB ActionType TiCDC sends as the DDL value's `t`.
+
+    An ALTER TABLE of more than one clause is one multi-schema-change job, whatever its clauses; a RENAME TABLE
+    of several tables is one rename-tables job.
+    """
+    changes = interpret(ddl.sql, database=ddl.database, table=ddl.table, commit_ts=ddl.commit_ts, schemas={})
+    if len(changes) == 1 and len(changes[0].clauses) > 1:
+        return MULTI_SCHEMA_CHANGE
+    if ddl.ddl_type == "rename_table" and len(changes) > 1:
+        return RENAME_TABLES
     sql = " ".join(ddl.sql.upper().split())
-    if ddl.ddl_type == "create_index" and "PRIMARY KEY" in sql:
-        return 32
-    if ddl.ddl_type == "drop_index" and "PRIMARY KEY" in sql:
-        return 33
+    for ddl_type, words, action in _ACTIONS_BY_WORDS:
+        if ddl.ddl_type == ddl_type and words in sql:
+            return action
     if ddl.ddl_type in ACTION_TYPES:
         return ACTION_TYPES[ddl.ddl_type]
-    for keyword, action in _OTHER_ACTIONS:
-        if keyword in sql:
+    for words, action in _OTHER_ACTIONS:
+        if words in sql:
             return action
     return 17
 
@@ -486,8 +513,8 @@ def expected(event: Event, options: dict | None = None) -> ChangeEvent | None:
 
     The Open Protocol costs, starting from the lossless `model.expected_event`:
     - Bootstrap: not sent at all (None).
-    - DDL: no table schema (`table_schema` None); the type comes from TiDB's action type, and for
-      modify-column jobs from the statement (TiDB runs RENAME/CHANGE COLUMN as modify column).
+    - DDL: no table schema (`table_schema` None); the type is the statement's (`ddl.classify`): TiDB's
+      action type says less (a modify-column job may rename, a multi-schema change may be of one kind).
     - DECIMAL: values keep their digits and scale, but the column type is plain `decimal`
       (no precision/scale on the wire): flag `types_partial`.
     - ENUM/SET: the 1-based index / bitmask instead of the labels: flag `enum_index`.

@@ -401,10 +401,10 @@ def _ddl_tables(event: Ddl) -> tuple[Table | None, Table | None]:
 
 
 def _simple_ddl_type(event: Ddl) -> str:
-    """Canal's word for the DDL type, except that any ALTER TABLE statement is an ALTER."""
-    if event.ddl_type == "other" and event.sql.lstrip().upper().startswith("ALTER TABLE"):
-        return "ALTER"
-    return CANAL_DDL_TYPES.get(event.ddl_type, "QUERY")
+    """Canal's word for the DDL type, except that any ALTER TABLE statement is an ALTER (TiCDC's getDDLType also
+    gives ALTER to partition reorganizing, which Canal leaves a QUERY)."""
+    kind = CANAL_DDL_TYPES[event.ddl_type]
+    return "ALTER" if kind == "QUERY" and event.sql.lstrip().upper().startswith("ALTER TABLE") else kind
 
 
 def _index_list(t: Table) -> list[dict[str, Any]]:
@@ -505,7 +505,7 @@ def expected(event: Event, options: dict | None, encoding: str) -> ChangeEvent |
     result = expected_event(event)
     if isinstance(event, Ddl):
         after = event.table_after
-        result.schema_version = after.schema_version if after is not None and event.ddl_type != "drop_table" else None
+        result.schema_version = after.schema_version if after is not None and result.ddl_type != "drop_table" else None
         return result
     if not isinstance(event, RowChange):
         return result

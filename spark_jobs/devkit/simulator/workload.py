@@ -36,13 +36,11 @@ from spark_jobs.devkit.simulator.oracle import fill_value, zero_value
 # entries are named below where the generator reads them.
 PROTOCOL_LIMITS: dict[str, dict[str, str]] = {
     "canal-json": {
-        "multi_schema_change": "encoder gap: the simulator's Canal-JSON encoder has no canal type for it (TiCDC sends ALTER)",
         "preexisting_decimal": "rows carry the bare mysqlType `decimal`: precision and scale come only with a CREATE/ALTER",
         "preexisting_enum_set": "rows carry ENUM/SET as index/bitmask: the labels come only with a CREATE/ALTER",
         "ddl_before_first_row": "DDL is SQL only: a preexisting table's schema shows only in its rows",
     },
     "open": {
-        "multi_schema_change": "encoder gap: the simulator's Open encoder sends action type 17 (TiCDC sends 61)",
         "time_fraction": "TiCDC writes TIME with fsp 0 in the Open Protocol: the fraction is cut off",
         "preexisting_decimal": "rows carry type code 246 only: precision and scale come only with a CREATE/ALTER",
         "preexisting_enum_set": "rows carry ENUM/SET as index/bitmask: the labels come only with a CREATE/ALTER",
@@ -796,7 +794,10 @@ class _Generator:
         )
 
     def multi_schema_change(self, live: _Live) -> Ddl | None:
-        """One ALTER with two clauses on different columns (TiDB refuses two on the same column)."""
+        """One ALTER with two clauses on different columns (TiDB refuses two on the same column).
+
+        Labelled as `ddl.classify` reads it: two clauses of one kind keep that kind (ADD + ADD is add_column).
+        """
         before = live.table
         droppable = self._droppable(live)
         shapes = ["add+add"]
@@ -816,7 +817,8 @@ class _Generator:
             clauses = [self._add(live, position=False), modify]
         else:
             clauses = [self._add(live, position=False), self._add(live, position=False)]
-        return self._alter("multi_schema_change", live, before, clauses)
+        one_kind = {"add+add": "add_column", "drop+drop": "drop_column"}
+        return self._alter(one_kind.get(shape, "multi_schema_change"), live, before, clauses)
 
 
 def _converted(value: Any, new: Column) -> Any:
