@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from spark_jobs.config import PipelineConfig, secret
+from spark_jobs.runtime.logs import quiet_libraries, verbose_requested, with_quiet_spark_logs
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
         if cat.credentials_env:
             conf["spark.sql.catalog.spark_catalog.token"] = secret(cat.credentials_env)
     conf.update(rt.spark.conf)
-    return conf
+    return with_quiet_spark_logs(conf)
 
 
 def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse"):
@@ -104,6 +105,7 @@ def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse"):
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    quiet_libraries()  # py4j's INFO lines also reach processes that did not configure logging (Airflow tasks)
     ready = (
         _discard_half_created_metastore(embedded_paths(config.local_dir)) if config.runtime.mode == "embedded" else None
     )
@@ -111,7 +113,8 @@ def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse"):
     for key, value in spark_conf(config).items():
         builder = builder.config(key, value)
     spark = builder.enableHiveSupport().getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    if verbose_requested():  # quiet runs keep the log4j2 file's levels
+        spark.sparkContext.setLogLevel("WARN")
     for ns in NAMESPACES:
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
     if ready is not None:
