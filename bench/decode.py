@@ -47,6 +47,7 @@ from spark_jobs.codecs.simple import message_schema  # noqa: E402
 from spark_jobs.devkit.registry import running_registry  # noqa: E402
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, Message, RowChange, Table, Watermark  # noqa: E402
 from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream  # noqa: E402
+from spark_jobs.devkit.simulator.workload import create_table_sql  # noqa: E402
 
 REPEATS = 3
 BASE_MS = 1_763_800_000_000
@@ -106,7 +107,7 @@ def orders_stream(count: int) -> list:
     rng = random.Random(7)
     ts = BASE_MS << 18
     events: list = [
-        Ddl(ts, "shop", "orders", "CREATE TABLE `shop`.`orders` (...)", "create_table", table_after=ORDERS),
+        Ddl(ts, "shop", "orders", create_table_sql(ORDERS), "create_table", table_after=ORDERS),
         Bootstrap(ORDERS),
     ]
     rows: list[dict[str, Any]] = []

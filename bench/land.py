@@ -5,7 +5,7 @@
 For each size N, in its own subprocess (one JVM and one embedded Derby metastore per size, so that
 the peak memory of each size is measured apart): start the embedded broker, create a topic with 4
 partitions and produce N Canal-JSON-like messages of about `--value-bytes` bytes, one record per
-produce batch (Tansu's high watermark counts batches; ENVIRONMENT.md). Then, in the same run:
+produce batch (Tansu's high watermark counts batches; docs/environment.md). Then, in the same run:
 
 - the floor: one confluent-kafka consumer, assign + seek to offset 0 on every partition, consume in
   batches until every partition reaches its high watermark; messages/s and MB/s;
@@ -381,8 +381,9 @@ def fresh_lake(lake_dir: Path) -> None:
 
 
 def one_size(n: int, cap: int, value_bytes: int) -> dict:
-    from spark_jobs.bronze.land import BRONZE_TABLE, land_bronze
+    from spark_jobs.bronze.land import land_bronze
     from spark_jobs.runtime.spark_session import get_spark
+    from spark_jobs.runtime.tables import BRONZE_MESSAGES
 
     lake_dir = BENCH_DIR / f"lake-{n}"
     fresh_lake(lake_dir)
@@ -442,8 +443,9 @@ def one_size(n: int, cap: int, value_bytes: int) -> dict:
                         break
                 landing_s = time.monotonic() - started
             rows, distinct = spark.sql(
-                f"SELECT count(*), count(DISTINCT topic, `partition`, `offset`) FROM {BRONZE_TABLE} "
-                f"WHERE source = '{SOURCE}'"
+                f"SELECT count(*), count(DISTINCT topic, `partition`, `offset`) FROM {BRONZE_MESSAGES} "
+                "WHERE source = :source",
+                args={"source": SOURCE},
             ).collect()[0]
         finally:
             spark.stop()

@@ -9,7 +9,7 @@ partitions), the simulator encodes an orders-like table (12 columns; about 62% i
 protocol has it) spread over 4 partitions by index value, until the stream has N Kafka messages.
 The messages are written into `bronze.kafka_messages` in ONE append carrying `ticdc.source`,
 `ticdc.batch-id` and `ticdc.next-offsets` as `land_bronze` does, so `build_silver` reads them as
-landed data (Kafka is never contacted); the append uses Iceberg's `distribution-mode` none, so it
+landed data (Kafka is never contacted); bronze's `write.distribution-mode` is none, so the append
 is several files (one per staged chunk group) and every pass can read bronze with both cores. The
 simulator's type parser is cached in the encoding process only, which halves the encoding time.
 Then, over the same bronze rows:
@@ -25,8 +25,8 @@ Then, over the same bronze rows:
 - decode-only: that plus `decode_batches` in `mapInArrow`, as `decode_and_write` runs it, to the
   `noop` sink: decoding without any Iceberg write (best of 2);
 - build_silver: the real thing, once, writing the Iceberg silver tables; its steps are timed by
-  wrapping `decode_and_write` and the `_merge_*` functions of `spark_jobs.silver.build` in the
-  subprocess (nothing in the project changes).
+  wrapping `decode_and_write` and `_finish` of `spark_jobs.silver.build` and the MERGE writers of
+  `spark_jobs.silver.merges` in the subprocess (nothing in the project changes).
 
 Every rate is events per second: the events `build_silver` decoded (row changes + DDL +
 watermarks; an Open message batches up to 16 rows) divided by each pass's wall seconds, so the
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import json
 import logging
 import random
@@ -58,6 +57,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from spark_jobs.codecs import PROTOCOLS  # noqa: E402
+from spark_jobs.devkit.registry import running_registry  # noqa: E402
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark  # noqa: E402
 from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS  # noqa: E402
 
@@ -71,6 +71,14 @@ WINDOW = 20_000  # updates and deletes pick among the most recent live rows
 REPEATS = 2
 BASE_MS = 1_763_800_000_000
 RESULT_PREFIX = "BENCH-SILVER-RESULT "
+# the MERGE writers decode_and_write calls (spark_jobs.silver.merges); build_silver calls expire_pending after it
+DECODE_AND_WRITE_MERGES = (
+    "merge_ddl_events",
+    "merge_row_changes",
+    "merge_watermarks",
+    "merge_quarantine",
+    "update_pending",
+)
 
 log = logging.getLogger("bench.silver")
 
@@ -263,17 +271,11 @@ def land_staged(spark, staging: Path, next_offsets: dict) -> float:
     """The staged messages into bronze in one append with land_bronze's snapshot properties."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.bronze.land import (
-        BRONZE_TABLE,
-        SUMMARY_BATCH,
-        SUMMARY_OFFSETS,
-        SUMMARY_RANGES,
-        SUMMARY_SOURCE,
-        ensure_bronze,
-    )
+    from spark_jobs.bronze.land import SUMMARY_BATCH, SUMMARY_OFFSETS, SUMMARY_RANGES, SUMMARY_SOURCE
+    from spark_jobs.runtime.tables import BRONZE_MESSAGES, ensure_tables
 
     started = time.monotonic()
-    ensure_bronze(spark)
+    ensure_tables(spark, "bronze")
     batch_id = uuid.uuid4().hex
     properties = {
         SUMMARY_SOURCE: SOURCE,
@@ -293,12 +295,7 @@ def land_staged(spark, staging: Path, next_offsets: dict) -> float:
         F.lit(batch_id).alias("batch_id"),
         F.current_timestamp().alias("landed_at"),
     )
-    # distribution-mode none: one file per input task, so that every pass reads bronze with both cores.
-    # (land_bronze keeps Iceberg's default hash distribution on `source`: a landed batch becomes one file
-    # with one row group, which Spark reads in ONE task; see the report.)
-    rows.writeTo(BRONZE_TABLE).options(
-        **{f"snapshot-property.{k}": v for k, v in properties.items()}, **{"distribution-mode": "none"}
-    ).append()
+    rows.writeTo(BRONZE_MESSAGES).options(**{f"snapshot-property.{k}": v for k, v in properties.items()}).append()
     return time.monotonic() - started
 
 
@@ -392,12 +389,16 @@ def avro_schema_texts(spark, registry_url: str) -> dict[int, str]:
     """Every writer schema the bronze Avro frames name, fetched from the registry on the driver."""
     import urllib.request
 
-    from spark_jobs.bronze.land import BRONZE_TABLE
+    from spark_jobs.runtime.tables import BRONZE_MESSAGES
 
     ids = {
         r[0]
-        for r in spark.sql(f"""SELECT DISTINCT conv(hex(substring(part, 2, 4)), 16, 10) FROM (
-        SELECT explode(array(key, value)) AS part FROM {BRONZE_TABLE} WHERE source = '{SOURCE}') WHERE part IS NOT NULL""").collect()
+        for r in spark.sql(
+            f"""SELECT DISTINCT conv(hex(substring(part, 2, 4)), 16, 10) FROM (
+            SELECT explode(array(key, value)) AS part FROM {BRONZE_MESSAGES} WHERE source = :source)
+            WHERE part IS NOT NULL""",
+            args={"source": SOURCE},
+        ).collect()
     }
     texts = {}
     for schema_id in sorted(int(i) for i in ids):
@@ -449,7 +450,7 @@ def profile_decode(protocol: str, options: dict, sample) -> dict:
 
     import spark_jobs.silver.decode as module
 
-    batches = sample.select(["topic", "partition", "offset", "key", "value", "headers"]).to_batches(
+    batches = sample.select(["topic", "partition", "offset", "timestamp", "key", "value", "headers"]).to_batches(
         max_chunksize=10_000
     )
     seconds = {
@@ -594,11 +595,7 @@ def one_protocol(protocol: str, n: int) -> dict:
     lake_dir = BENCH_DIR / protocol
     fresh_lake(lake_dir)
     result: dict = {"protocol": protocol, "target": n}
-    registry_cm = contextlib.nullcontext(None)
-    if protocol == "avro":
-        registry_cm = _load_by_path(
-            "bench_schema_registry", ROOT / "tests" / "support" / "schema_registry.py"
-        ).running_registry()
+    registry_cm = running_registry() if protocol == "avro" else contextlib.nullcontext(None)
     with registry_cm as registry_url:
         options = dict(EXTENSION_OPTIONS[protocol])
         if registry_url:
@@ -646,19 +643,23 @@ def one_protocol(protocol: str, n: int) -> dict:
 
 
 def measure(spark, config, protocol: str, registry_url: str | None) -> dict:
+    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    import spark_jobs.silver.build as build_silver_module
-    from spark_jobs.bronze.land import BRONZE_TABLE, main_snapshot
+    from spark_jobs.bronze.land import main_snapshot
     from spark_jobs.config import decoder_options
-    from spark_jobs.silver.build import build_silver, ensure_silver
+    from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES, ensure_tables
+    from spark_jobs.silver import build, merges
     from spark_jobs.silver.decode import DECODED_SCHEMA, decode_batches
 
     out: dict = {}
     source = config.source(SOURCE)
     snapshot = main_snapshot(spark)
     bronze = (
-        spark.read.format("iceberg").option("snapshot-id", snapshot).load(BRONZE_TABLE).where(f"source = '{SOURCE}'")
+        spark.read.format("iceberg")
+        .option("snapshot-id", snapshot)
+        .load(BRONZE_MESSAGES)
+        .where(F.col("source") == SOURCE)
     )
     out["read_tasks"] = bronze.rdd.getNumPartitions()
 
@@ -681,7 +682,7 @@ def measure(spark, config, protocol: str, registry_url: str | None) -> dict:
     ordered = (
         bronze.repartition("topic", "partition")
         .sortWithinPartitions("topic", "partition", "offset")
-        .select("topic", "partition", "offset", "key", "value", "headers")
+        .select("topic", "partition", "offset", "timestamp", "key", "value", "headers")
     )
     log.info("%s: shuffle-only (repartition by topic/partition, sort by offset)", protocol)
     out["shuffle_s"] = timed("shuffle-only", lambda: noop(ordered))
@@ -693,27 +694,17 @@ def measure(spark, config, protocol: str, registry_url: str | None) -> dict:
     )
     out["decode_s"] = timed("decode-only", lambda: noop(decoded))
 
-    ensure_silver(spark)  # one-time table creation is not part of a run
+    ensure_tables(spark, "silver")  # one-time table creation is not part of a run
     log.info("%s: build_silver", protocol)
-    steps = [
-        "decode_and_write",
-        "_merge_ddl",
-        "_merge_inferred_ddl",
-        "_merge_rows",
-        "_merge_watermarks",
-        "_merge_problems",
-        "_update_pending",
-        "_expire_pending",
-        "_finish",
-    ]
-    with StepTimer(build_silver_module, steps) as timer:
+    with (
+        StepTimer(build, ["decode_and_write", "_finish"]) as build_timer,
+        StepTimer(merges, [*DECODE_AND_WRITE_MERGES, "expire_pending"]) as merge_timer,
+    ):
         started = time.monotonic()
-        r = build_silver(spark, config, SOURCE)
+        r = build.build_silver(spark, config, SOURCE)
         out["silver_s"] = time.monotonic() - started
-    out["steps"] = timer.seconds
-    log.info(
-        "  build_silver: %.1fs (%s)", out["silver_s"], ", ".join(f"{k} {v:.1f}s" for k, v in timer.seconds.items())
-    )
+    out["steps"] = {**build_timer.seconds, **merge_timer.seconds}
+    log.info("  build_silver: %.1fs (%s)", out["silver_s"], ", ".join(f"{k} {v:.1f}s" for k, v in out["steps"].items()))
     out.update(
         silver_messages=r.messages,
         decoded_messages=r.decoded,
@@ -724,7 +715,9 @@ def measure(spark, config, protocol: str, registry_url: str | None) -> dict:
         waiting=r.waiting,
         events=r.row_changes + r.ddl_events + r.watermarks,
     )
-    out["silver_rows"] = spark.sql(f"SELECT count(*) FROM silver.row_changes WHERE source = '{SOURCE}'").collect()[0][0]
+    out["silver_rows"] = spark.sql(
+        f"SELECT count(*) FROM {SILVER_ROW_CHANGES} WHERE source = :source", args={"source": SOURCE}
+    ).collect()[0][0]
     return out
 
 
@@ -794,24 +787,14 @@ def report(results: list[dict]) -> None:
     print("where the time goes (seconds; build_silver steps timed inside the run):")
     for r in results:
         s = r["steps"]
-        write = sum(
-            s.get(k, 0.0)
-            for k in (
-                "_merge_ddl",
-                "_merge_inferred_ddl",
-                "_merge_rows",
-                "_merge_watermarks",
-                "_merge_problems",
-                "_update_pending",
-            )
-        )
+        write = sum(s.get(k, 0.0) for k in DECODE_AND_WRITE_MERGES)
         decode_step = s.get("decode_and_write", 0.0) - write
         other = r["silver_s"] - s.get("decode_and_write", 0.0)
         print(
             f"  {r['protocol']:<12} build_silver {r['silver_s']:.1f}s = decode, cache and count {decode_step:.1f}s "
-            f"({100 * decode_step / r['silver_s']:.0f}%) + MERGE rows {s.get('_merge_rows', 0.0):.1f}s "
-            f"({100 * s.get('_merge_rows', 0.0) / r['silver_s']:.0f}%) + other MERGEs "
-            f"{write - s.get('_merge_rows', 0.0):.1f}s + setup, expire, finish {other:.1f}s"
+            f"({100 * decode_step / r['silver_s']:.0f}%) + MERGE rows {s.get('merge_row_changes', 0.0):.1f}s "
+            f"({100 * s.get('merge_row_changes', 0.0) / r['silver_s']:.0f}%) + other MERGEs "
+            f"{write - s.get('merge_row_changes', 0.0):.1f}s + setup, expire, finish {other:.1f}s"
         )
         print(
             f"  {'':<12} noop passes: parse-only {r['parse_s']:.1f}s, shuffle-only {r['shuffle_s']:.1f}s, "
@@ -867,14 +850,6 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
-
-
-def _load_by_path(name: str, path: Path):
-    """tests/ is not a package the bench may import from; load the stand-in registry by its path."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 if __name__ == "__main__":

@@ -110,25 +110,42 @@ def inferred_schema(
     key_columns: list[str],
     commit_ts: int,
     nullable: Mapping[str, bool] | None = None,
+    *,
+    elements: Mapping[str, list[str]] | None = None,
+    previous: Schema | None = None,
 ) -> Schema:
-    """A schema for a table that appears in the stream without its DDL (columns as the messages show them).
+    """The schema messages show for a table, where no DDL says it: a table seen in rows (or a Simple
+    bootstrap) with no DDL in the stream, or an Avro writer schema that changed.
 
     Nullability is unknown unless given: key columns are NOT NULL, the others nullable. ENUM/SET labels are
-    unknown, so those columns carry no elements.
+    known only where `elements` gives them. With `previous` (the schema in force), same-named columns keep
+    their ids and defaults and the table keeps its uid; a new name gets a new id, so values of a column that
+    disappeared never come back under it.
     """
     nullable = nullable or {}
-    entries = [
-        {
+    elements = elements or {}
+    kept = {c["name"].casefold(): c for c in (previous or {}).get("columns", [])}
+    next_id = previous["next_column_id"] if previous else 1
+    entries = []
+    for name, column_type in columns:
+        old = kept.get(name.casefold())
+        if old is None:
+            column_id, next_id = next_id, next_id + 1
+        else:
+            column_id = old["id"]
+        entry: dict[str, Any] = {
             "id": column_id,
             "name": name,
             "type": column_type,
             "nullable": nullable.get(name, name not in key_columns),
-            "default": None,
-            "origin_default": None,
         }
-        for column_id, (name, column_type) in enumerate(columns, start=1)
-    ]
-    return _schema(database, table, _table_uid(database, table, commit_ts), entries, list(key_columns))
+        if column_type in ("enum", "set") and elements.get(name) is not None:
+            entry["elements"] = list(elements[name])
+        entry["default"] = old["default"] if old else None
+        entry["origin_default"] = old["origin_default"] if old else None
+        entries.append(entry)
+    uid = previous["table_uid"] if previous else _table_uid(database, table, commit_ts)
+    return _schema(database, table, uid, entries, list(key_columns), next_id if previous else None)
 
 
 # ---- schema helpers ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-# One record per produce batch: Tansu's high watermark is right only then (ENVIRONMENT.md).
+# One record per produce batch: Tansu's high watermark is right only then (docs/environment.md).
 PRODUCER_SETTINGS = {
     "batch.num.messages": 1,
     "linger.ms": 0,

@@ -2,6 +2,9 @@
 
 The broker keeps its topics in memory, so each demo starts from a clean lakehouse under the local
 directory (the previous demo's tables described a broker that no longer exists).
+
+The console gets one line per step and a short report; the DAG's own output (Airflow, the tasks, Spark,
+dbt) goes to a log file under the local directory, and to the console too with `ticdc-lake -v demo`.
 """
 
 from __future__ import annotations
@@ -9,17 +12,35 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from spark_jobs.config import PROJECT_ROOT
+from spark_jobs.runtime.logs import verbose_requested
 
 log = logging.getLogger("ticdc-lake.demo")
 
 SOURCE, TOPIC, PARTITIONS = "shop", "shop_cdc", 3
 DEMO_STATE = ("warehouse", "metastore_db", "derby", "airflow", "broker", "spark-tmp")
+TASK_STARTED = re.compile(r"\[DAG TEST\] starting task_id=(\S+)")
+AIRFLOW_BOOKKEEPING = re.compile(r"^\S+ \[(?:info|debug)\s*\] ")  # structlog's INFO lines, ours included
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\w*: ")
+FAILURE_LINES, FAILURE_LINE_CHARS = 15, 240
+
+
+@dataclass
+class DagTestRun:
+    """What `airflow dags test` did: its exit code, the last task it started and that task's last output."""
+
+    returncode: int = 0
+    task: str | None = None
+    task_output: deque[str] = field(default_factory=lambda: deque(maxlen=2000))
 
 
 def _prepare_environment(local_dir: Path) -> None:
@@ -33,10 +54,10 @@ def _prepare_environment(local_dir: Path) -> None:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
             "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
+            "DBT_USE_COLORS": "False",  # dbt's lines land in the DAG log file
         }
     )
     os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", os.urandom(48).hex())
-    log.info("migrating the Airflow database in %s", airflow_home)
     subprocess.run(
         [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
         check=True,
@@ -51,14 +72,27 @@ def _tso_time(ts: int | None) -> str:
     return dt.datetime.fromtimestamp((ts >> 18) / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
+def _duration(seconds: float) -> str:
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def _event_counts(events) -> str:
+    from spark_jobs.devkit.simulator.model import Ddl, RowChange, Watermark
+
+    kinds = (("row changes", RowChange), ("DDL", Ddl), ("watermarks", Watermark))
+    return ", ".join(f"{sum(isinstance(e, cls) for e in events)} {kind}" for kind, cls in kinds)
+
+
 def run_demo(config_path: str | None = None) -> int:
     from spark_jobs.config import load_config
     from spark_jobs.devkit.broker import EmbeddedBroker, produce
-    from spark_jobs.devkit.simulator.oracle import upstream_state
     from spark_jobs.devkit.simulator.shop_stream import shop_stream, shop_stream_more
     from spark_jobs.devkit.simulator.stream import encode_stream
 
+    started = time.monotonic()
     local_dir = load_config(config_path).local_dir
+    log.info("preparing a clean lakehouse and Airflow database in %s", local_dir)
     _prepare_environment(local_dir)
     broker = EmbeddedBroker(local_dir / "broker").start()
     try:
@@ -69,66 +103,143 @@ def run_demo(config_path: str | None = None) -> int:
         messages = encode_stream(
             "canal-json", events, topic=TOPIC, partitions=PARTITIONS, options=dict(config.source(SOURCE).options)
         )
-        log.info(
-            "publishing %d Canal-JSON messages (%d logical changes) to %s",
-            produce(broker.bootstrap, messages),
-            len(events),
-            TOPIC,
-        )
+        published = produce(broker.bootstrap, messages)
+        log.info("published %d Canal-JSON messages to %s (upstream: %s)", published, TOPIC, _event_counts(events))
 
         dag_id = f"ticdc_ingest__{SOURCE}"
-        log.info("running the %s DAG with `airflow dags test`", dag_id)
-        result = subprocess.run(
-            [str(Path(sys.executable).parent / "airflow"), "dags", "test", dag_id],
-            env={**os.environ, "TICDC_LAKE_CONFIG": str(config.path)},
-        )
-        if result.returncode != 0:
-            print(f"the {dag_id} DAG run failed (exit {result.returncode}); see the task logs above", file=sys.stderr)
+        dag_log = local_dir / "logs" / f"demo-{dag_id}.log"
+        log.info("running DAG %s with `airflow dags test`; its log: %s", dag_id, dag_log)
+        dag_started = time.monotonic()
+        run = _run_dag(dag_id, {**os.environ, "TICDC_LAKE_CONFIG": str(config.path)}, dag_log)
+        if run.returncode != 0:
+            _report_failure(dag_id, run, dag_log)
             return 1
-        _report(config, events, upstream_state)
-        return 0
+        log.info("DAG run succeeded in %s", _duration(time.monotonic() - dag_started))
+        log.info("comparing gold with the upstream database (the simulator's oracle)")
+        return 0 if _report(config, events, published, dag_log, started) else 1
     finally:
         broker.stop()
 
 
-def _report(config, events, upstream_state) -> None:
-    """What the demo built: tables, rows, the consistent timestamp, and whether gold matches upstream."""
-    import json
+def _run_dag(dag_id: str, env: dict[str, str], dag_log: Path) -> DagTestRun:
+    """`airflow dags test`, its output into `dag_log` (and the console when verbose), a line per task started."""
+    dag_log.parent.mkdir(parents=True, exist_ok=True)
+    echo = verbose_requested()
+    attempts: dict[str, int] = {}
+    run = DagTestRun()
+    with (
+        dag_log.open("w", encoding="utf-8") as out,
+        subprocess.Popen(
+            [str(Path(sys.executable).parent / "airflow"), "dags", "test", dag_id],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        ) as process,
+    ):
+        for line in process.stdout:
+            out.write(line)
+            if echo:
+                sys.stdout.write(line)
+            run.task_output.append(line.rstrip("\n"))
+            started = TASK_STARTED.search(line)
+            if started:
+                run.task = started.group(1)
+                run.task_output.clear()
+                attempts[run.task] = attempts.get(run.task, 0) + 1
+                again = f" (attempt {attempts[run.task]})" if attempts[run.task] > 1 else ""
+                log.info("  task %s%s", run.task, again)
+    run.returncode = process.returncode
+    return run
 
+
+def _report_failure(dag_id: str, run: DagTestRun, dag_log: Path) -> None:
+    """The failing task's exception (or its last lines when there is none), then where the whole log is."""
+    what = f"in task {run.task}" if run.task else "before any task started"
+    lines = [line for line in run.task_output if not AIRFLOW_BOOKKEEPING.match(line)]
+    raised = [i for i, line in enumerate(lines) if EXCEPTION_LINE.match(line)]
+    shown = lines[raised[-1] :][:FAILURE_LINES] if raised else lines[-FAILURE_LINES:]
+    print(f"\nthe {dag_id} DAG run failed {what} (exit {run.returncode}):", file=sys.stderr)
+    for line in shown:
+        cut = line if len(line) <= FAILURE_LINE_CHARS else line[: FAILURE_LINE_CHARS - 1] + "…"
+        print(f"  {cut}", file=sys.stderr)
+    print(f"the whole log: {dag_log}", file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class GoldCheck:
+    relation: str
+    rows: int | None  # None: the table is missing
+    upstream_rows: int
+    same: bool
+
+
+def _check_gold(spark, events, as_of: int) -> list[GoldCheck]:
+    """Every upstream table as of `as_of` (the simulator's oracle) against its gold table, value for value."""
+    from spark_jobs.codecs.values import canonical_type
     from spark_jobs.devkit.gold_check import gold_matches_upstream
+    from spark_jobs.devkit.simulator.oracle import upstream_schemas, upstream_state
+    from spark_jobs.gold import names
+
+    upstream = upstream_state(events, as_of=as_of)
+    checks = []
+    for (database, table), schema in sorted(upstream_schemas(events, as_of=as_of).items()):
+        relation = f"{names.gold_namespace(SOURCE)}.{names.gold_table(database, table)}"
+        want = upstream.get((database, table), {})
+        if not spark.catalog.tableExists(relation):
+            checks.append(GoldCheck(relation, None, len(want), False))
+            continue
+        columns = [(c.name, canonical_type(c.type)) for c in schema.columns]
+        same = gold_matches_upstream(spark, relation, columns, want)
+        checks.append(GoldCheck(relation, spark.table(relation).count(), len(want), same))
+    return checks
+
+
+def _report(config, events, published: int, dag_log: Path, started: float) -> bool:
+    """What the demo built, layer by layer, read back from the lakehouse; gold compared with upstream.
+    Returns whether every gold table equals the upstream table."""
     from spark_jobs.runtime.spark_session import embedded_paths, get_spark
+    from spark_jobs.runtime.tables import BRONZE_LANDING_RUNS, SILVER_RUNS
 
     spark = get_spark(config)
-    ts = spark.sql(
-        f"SELECT consistent_ts, consistency FROM lake_staging.int_consistent_ts WHERE source_name = '{SOURCE}'"
+    source = {"source": SOURCE}
+    records, landed_bytes = spark.sql(
+        f"SELECT sum(records), sum(bytes) FROM {BRONZE_LANDING_RUNS} WHERE source = :source", args=source
     ).collect()[0]
-    upstream = upstream_state(events, as_of=ts[0])
-    print("\nticdc-lakehouse demo: what was built\n")
-    print(f"  consistent as of TiDB ts {ts[0]} ({_tso_time(ts[0])}, {ts[1]})\n")
-    print(f"  {'table':38} {'rows':>6}   upstream rows")
-    for layer in ("bronze", "silver", "gold"):
-        for t in sorted(r["tableName"] for r in spark.sql(f"SHOW TABLES IN {layer}").collect() if not r["isTemporary"]):
-            name = f"{layer}.{t}"
-            rows = spark.table(name).count()
-            expect = ""
-            if layer == "gold":
-                database, _, table = t.partition("__")
-                want = upstream.get((database, table), {})
-                schema = json.loads(
-                    spark.sql(
-                        f"SELECT table_schema FROM lake_staging.int_table_schemas WHERE source_name = '{SOURCE}' "
-                        f"AND upstream_database = '{database}' AND upstream_table = '{table}'"
-                    ).collect()[0][0]
-                )
-                columns = [(c["name"], c["type"]) for c in schema["columns"]]
-                same = gold_matches_upstream(spark, name, columns, want)
-                expect = f"{len(want)}  {'same rows and values' if same else 'DIFFERS'}"
-            print(f"  {name:38} {rows:>6}   {expect}")
+    silver = spark.sql(
+        f"SELECT * FROM {SILVER_RUNS} WHERE source = :source ORDER BY finished_at DESC LIMIT 1", args=source
+    ).collect()[0]
+    ts, consistency = spark.sql(
+        "SELECT consistent_ts, consistency FROM lake_staging.int_consistent_ts WHERE source_name = :source",
+        args=source,
+    ).collect()[0]
+    checks = _check_gold(spark, events, ts)
+
     paths = embedded_paths(config.local_dir)
-    print("\n  files:")
-    print(f"    warehouse (Iceberg tables)  {paths['warehouse']}")
-    print(f"    Hive metastore (Derby)      {paths['metastore']}")
-    print(f"    Airflow home                {os.environ['AIRFLOW_HOME']}")
-    print(f"    broker log                  {config.local_dir / 'broker'}")
-    print("\n  a look at gold.shop__customers:")
-    spark.table("gold.shop__customers").orderBy("id").show(5, truncate=False)
+    width = max((len(c.relation) for c in checks), default=0)
+    print(f"\nticdc-lakehouse demo: done in {_duration(time.monotonic() - started)}")
+    print(
+        f"  published  {published} Canal-JSON messages to {TOPIC} ({PARTITIONS} partitions); upstream: {_event_counts(events)}"
+    )
+    print(f"  bronze     {records} records landed ({landed_bytes:,} bytes)")
+    print(
+        f"  silver     {silver['decoded']} of {silver['messages']} messages decoded: {silver['row_changes']} row changes,"
+        f" {silver['ddl_events']} DDL; {silver['quarantined']} quarantined, {silver['waiting']} waiting"
+    )
+    print(f"  gold       consistent as of TiDB ts {ts} ({_tso_time(ts)}, {consistency})")
+    for c in checks:
+        if c.rows is None:
+            verdict = f"missing ({c.upstream_rows} rows upstream)"
+        elif c.same:
+            verdict = f"{c.rows:>5} rows, same rows and values as upstream"
+        else:
+            verdict = f"{c.rows:>5} rows, DIFFERS from upstream ({c.upstream_rows} rows)"
+        print(f"             {c.relation:{width}}  {verdict}")
+    print("  files")
+    print(f"    warehouse (Iceberg)  {paths['warehouse']}")
+    print(f"    metastore (Derby)    {paths['metastore']}")
+    print(f"    Airflow home         {os.environ['AIRFLOW_HOME']}")
+    print(f"    DAG log              {dag_log}")
+    print(f"    broker log           {config.local_dir / 'broker'}")
+    return all(c.same for c in checks)

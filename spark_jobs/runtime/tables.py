@@ -77,7 +77,8 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
             commit_ts BIGINT, row_key STRING, key_columns ARRAY<STRING>,
             before MAP<STRING, STRING>, after MAP<STRING, STRING>, column_types MAP<STRING, STRING>,
             schema_version BIGINT, flags ARRAY<STRING>,
-            topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL, event_index INT NOT NULL""",
+            topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL, event_index INT NOT NULL,
+            silver_seq BIGINT""",
             ("source",),
             SILVER_PROPERTIES,
         ),
@@ -85,7 +86,8 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
             SILVER_DDL_EVENTS,
             """source STRING NOT NULL, database STRING, `table` STRING, commit_ts BIGINT NOT NULL,
             ddl_type STRING NOT NULL, ddl_sql STRING, table_schema STRING, schema_origin STRING,
-            topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL""",
+            topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL,
+            old_database STRING, old_table STRING, table_uid STRING, needs_snapshot BOOLEAN, understood BOOLEAN""",
             ("source",),
             SILVER_PROPERTIES,
         ),
@@ -112,7 +114,8 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
             SILVER_RUNS,
             """run_id STRING NOT NULL, source STRING NOT NULL, kind STRING NOT NULL, bronze_snapshot_id BIGINT,
             messages BIGINT, decoded BIGINT, row_changes BIGINT, ddl_events BIGINT, watermarks BIGINT,
-            quarantined BIGINT, waiting BIGINT, consistent_ts BIGINT, consistency STRING, finished_at TIMESTAMP""",
+            quarantined BIGINT, waiting BIGINT, consistent_ts BIGINT, consistency STRING, finished_at TIMESTAMP,
+            silver_seq BIGINT""",
             properties=SILVER_PROPERTIES,
         ),
     ),
@@ -120,6 +123,15 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
 
 
 def ensure_tables(spark, layer: str) -> None:
-    """Create the layer's tables that do not exist yet (existing ones are left as they are)."""
+    """Create the layer's tables that do not exist yet; add the columns a newer version defines to those
+    that do (Iceberg adds a column without rewriting data; existing rows read it as null)."""
+    from spark_jobs.runtime.sql import quote_ident
+
     for table in TABLES[layer]:
         spark.sql(table.create_statement())
+        present = {f.name for f in spark.table(table.name).schema.fields}
+        wanted = spark.createDataFrame([], table.columns).schema.fields
+        missing = [f for f in wanted if f.name not in present]
+        if missing:
+            columns = ", ".join(f"{quote_ident(f.name)} {f.dataType.simpleString()}" for f in missing)
+            spark.sql(f"ALTER TABLE {table.name} ADD COLUMNS ({columns})")

@@ -84,6 +84,16 @@ def _bronze_at(spark, source: str, coordinates_table: str):
     return spark.table(BRONZE_MESSAGES).where(F.col("source") == source).join(listed, coordinates, "left_semi")
 
 
+def next_silver_seq(spark, source: str) -> int:
+    """The sequence number of a new run: epoch microseconds, and above every run recorded, so it grows
+    with every run even if the clock steps back. A killed run's rows keep the number it had; the run that
+    redoes it gets a higher one, so gold (which reads rows with a higher number than it last saw) misses none."""
+    from pyspark.sql import functions as F
+
+    last = spark.table(SILVER_RUNS).where(F.col("source") == source).agg(F.max("silver_seq")).collect()[0][0]
+    return max(time.time_ns() // 1000, (last or 0) + 1)
+
+
 def _has_pending(spark, source: str) -> bool:
     from pyspark.sql import functions as F
 
@@ -103,10 +113,18 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
     bronze = _bronze_at(spark, source.name, SILVER_PENDING)
     if current is not None and current != previous:
         bronze = _bronze_since(spark, source.name, previous, current).unionByName(bronze)
-    counts = decode_and_write(spark, source, bronze)
+    seq = next_silver_seq(spark, source.name)
+    counts = decode_and_write(spark, source, bronze, seq)
     counts["quarantined"] = counts.get("quarantine", 0) + merges.expire_pending(spark, source)
     return _finish(
-        spark, config, source.name, "incremental", current if current is not None else previous, counts, started
+        spark,
+        config,
+        source.name,
+        "incremental",
+        current if current is not None else previous,
+        counts,
+        started,
+        silver_seq=seq,
     )
 
 
@@ -126,13 +144,15 @@ def replay_quarantine(spark, config: PipelineConfig, source_name: str) -> Silver
     started = time.monotonic()
     ensure_tables(spark, "silver")
     bronze = _bronze_at(spark, source.name, SILVER_QUARANTINE)
-    counts = decode_and_write(spark, source, bronze, replaying=True)
+    seq = next_silver_seq(spark, source.name)
+    counts = decode_and_write(spark, source, bronze, seq, replaying=True)
     counts["quarantined"] = counts.get("quarantine", 0)
-    return _finish(spark, config, source.name, "replay", None, counts, started)
+    return _finish(spark, config, source.name, "replay", None, counts, started, silver_seq=seq)
 
 
-def decode_and_write(spark, source: SourceSettings, bronze, replaying: bool = False) -> dict[str, int]:
-    """Decode bronze rows with the source's codec inside Spark tasks and merge the results into silver."""
+def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, replaying: bool = False) -> dict[str, int]:
+    """Decode bronze rows with the source's codec inside Spark tasks and merge the results into silver
+    (new row changes marked with the run's `silver_seq`)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -142,7 +162,7 @@ def decode_and_write(spark, source: SourceSettings, bronze, replaying: bool = Fa
     primers = _primers(spark, source) if protocol in STATEFUL_PROTOCOLS else []
     ordered = bronze.repartition("topic", "partition").sortWithinPartitions("topic", "partition", "offset")
     decoded = (
-        ordered.select("topic", "partition", "offset", "key", "value", "headers")
+        ordered.select("topic", "partition", "offset", "timestamp", "key", "value", "headers")
         .mapInArrow(
             lambda batches: decode_batches(batches, protocol, options, primers), from_arrow_schema(DECODED_SCHEMA)
         )
@@ -153,11 +173,9 @@ def decode_and_write(spark, source: SourceSettings, bronze, replaying: bool = Fa
     counts["messages"] = decoded.select("topic", "partition", "offset").distinct().count()
     counts["decoded"] = counts["messages"] - counts.get("quarantine", 0) - counts.get("waiting", 0)
 
-    merges.merge_ddl_events(spark, source.name, decoded)
-    if protocol == "avro":
-        counts["ddl"] = counts.get("ddl", 0) + merges.merge_inferred_ddl_events(spark, source.name, decoded)
+    counts["ddl"] = counts.get("ddl", 0) + merges.merge_ddl_events(spark, source.name, protocol, decoded)
     if counts.get("row"):
-        merges.merge_row_changes(spark, source.name, decoded)
+        merges.merge_row_changes(spark, source.name, decoded, silver_seq)
     if counts.get("watermark"):
         merges.merge_watermarks(spark, decoded)
     if counts.get("quarantine") or counts.get("waiting") or replaying:
@@ -214,6 +232,7 @@ def _finish(
     counts: dict,
     started: float,
     record: bool = True,
+    silver_seq: int | None = None,
 ) -> SilverResult:
     """Record the run (last, so that it marks the run as complete) and log what it did in numbers."""
     ts, how = consistent_ts(spark, config, source_name)
@@ -234,7 +253,7 @@ def _finish(
         spark.sql(
             f"""INSERT INTO {SILVER_RUNS} VALUES (:run_id, :source, :kind, :bronze_snapshot,
                 :messages, :decoded, :row_changes, :ddl_events, :watermarks, :quarantined, :waiting,
-                :consistent_ts, :consistency, current_timestamp())""",
+                :consistent_ts, :consistency, current_timestamp(), :silver_seq)""",
             args={
                 "run_id": uuid.uuid4().hex,
                 "source": source_name,
@@ -249,6 +268,7 @@ def _finish(
                 "waiting": result.waiting,
                 "consistent_ts": ts,
                 "consistency": how,
+                "silver_seq": silver_seq,
             },
         )
     rate = result.messages / result.seconds if result.seconds else 0.0

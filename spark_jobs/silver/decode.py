@@ -15,6 +15,9 @@ import pyarrow as pa
 
 from spark_jobs.codecs import DecodeError, SchemaNotYetKnown, make_decoder
 
+HANDLE_KEY_ONLY_REASON = (
+    "handle-key-only: the message holds only the key (configure claim-check for large messages upstream)"
+)
 _STR_MAP = pa.map_(pa.string(), pa.string())
 DECODED_SCHEMA = pa.schema(
     [
@@ -63,7 +66,7 @@ def decode_batches(
     options: dict[str, Any],
     primers: Sequence[Primer] = (),
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: bronze (topic, partition, offset, key, value, headers) -> DECODED_SCHEMA rows.
+    """mapInArrow body: bronze (topic, partition, offset, timestamp, key, value, headers) -> DECODED_SCHEMA rows.
 
     `primers` are earlier schema-carrying messages (Simple bootstraps and DDL), decoded first so
     that state carries across runs. A row whose schema is not known yet is tried again once at the
@@ -81,10 +84,12 @@ def decode_batches(
         out = _empty()
         cols = batch.to_pydict()
         for i in range(batch.num_rows):
+            timestamp = cols["timestamp"][i]
             message = (
                 cols["topic"][i],
                 cols["partition"][i],
                 cols["offset"][i],
+                int(timestamp.timestamp() * 1000) if timestamp is not None else None,
                 cols["key"][i],
                 cols["value"][i],
                 [(h["key"], h["value"]) for h in cols["headers"][i] or []],
@@ -108,10 +113,14 @@ def _empty() -> dict[str, list]:
 def _decode_one(decoder, protocol: str, message: tuple, out: dict[str, list], last_ts: dict) -> str | None:
     """Decode one message into `out`; returns the reason when it waits for its schema (nothing appended).
 
-    A row that carries no commit timestamp (Avro deletes) is placed just after the last commit seen
-    on its partition (flagged commit_ts_inferred), so it orders after the changes before it.
+    A row that carries no commit timestamp (Avro deletes; every Avro row without the TiDB extension) is
+    placed just after the last commit seen on its partition in this task, or else at the Kafka record's
+    timestamp (milliseconds, with the offset as the logical part): flagged commit_ts_inferred, it orders
+    after the changes before it on its partition. An insert or update that holds only the handle key
+    (large-message handle-key-only without claim-check) would write NULLs over real values in gold: its
+    message goes to quarantine instead.
     """
-    topic, partition, offset, key, value, headers = message
+    topic, partition, offset, kafka_ms, key, value, headers = message
     try:
         events = decoder.decode(key, value, headers)
     except SchemaNotYetKnown as exc:
@@ -124,11 +133,15 @@ def _decode_one(decoder, protocol: str, message: tuple, out: dict[str, list], la
             out, topic, partition, offset, "quarantine", f"{protocol}: unexpected {exc.__class__.__name__}: {exc}"
         )
         return None
+    if any(e.kind == "row" and e.op != "delete" and "handle_key_only" in e.flags for e in events):
+        _append_problem(out, topic, partition, offset, "quarantine", HANDLE_KEY_ONLY_REASON)
+        return None
     for index, e in enumerate(events):
-        commit_ts = e.commit_ts
-        if commit_ts is None and e.kind == "row" and (topic, partition) in last_ts:
-            commit_ts = last_ts[(topic, partition)] + 1
-        elif commit_ts is not None and e.kind == "row":
+        commit_ts, flags = e.commit_ts, e.flags
+        if commit_ts is None and e.kind == "row":
+            commit_ts = _inferred_commit_ts(last_ts.get((topic, partition)), kafka_ms, offset)
+            flags = flags if "commit_ts_inferred" in flags else [*flags, "commit_ts_inferred"]
+        if commit_ts is not None and e.kind == "row":
             last_ts[(topic, partition)] = commit_ts
         out["topic"].append(topic)
         out["partition"].append(partition)
@@ -148,9 +161,17 @@ def _decode_one(decoder, protocol: str, message: tuple, out: dict[str, list], la
         out["ddl_type"].append(e.ddl_type)
         out["ddl_sql"].append(e.ddl_sql)
         out["table_schema"].append(orjson.dumps(e.table_schema).decode() if e.table_schema is not None else None)
-        out["flags"].append(sorted(e.flags))
+        out["flags"].append(sorted(flags))
         out["reason"].append(None)
     return None
+
+
+def _inferred_commit_ts(last_on_partition: int | None, kafka_ms: int | None, offset: int) -> int | None:
+    if last_on_partition is not None:
+        return last_on_partition + 1
+    if kafka_ms is None:
+        return None
+    return (kafka_ms << 18) | (offset & 0x3FFFF)
 
 
 def _append_problem(out: dict[str, list], topic: str, partition: int, offset: int, kind: str, reason: str) -> None:

@@ -12,8 +12,8 @@ import logging
 from dataclasses import astuple, dataclass
 from datetime import UTC, datetime, timedelta
 
+from spark_jobs import ddl
 from spark_jobs.config import SourceSettings
-from spark_jobs.ddl_schema import schema_after
 from spark_jobs.runtime.sql import temp_view
 from spark_jobs.runtime.tables import (
     BRONZE_MESSAGES,
@@ -43,6 +43,7 @@ ROW_CHANGE_COLUMNS = (
     "partition",
     "offset",
     "event_index",
+    "silver_seq",
 )
 
 
@@ -61,14 +62,20 @@ class DdlEventRow:
     topic: str
     partition: int
     offset: int
+    old_database: str | None  # before a rename; else the same as database
+    old_table: str | None
+    table_uid: str | None  # the table's identity across renames (null for database DDL)
+    needs_snapshot: bool
+    understood: bool
 
 
-def merge_row_changes(spark, source: str, decoded) -> None:
-    """Row changes once each; the first copy (in Kafka order) of a redelivered change is kept."""
+def merge_row_changes(spark, source: str, decoded, silver_seq: int) -> None:
+    """Row changes once each; the first copy (in Kafka order) of a redelivered change is kept. Each new row
+    carries the run's `silver_seq`, which is how gold finds what silver gained since its last run."""
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
-    rows = _label_enums(spark, source, decoded.where("kind = 'row'"))
+    rows = _label_enums(spark, source, decoded.where("kind = 'row'")).withColumn("silver_seq", F.lit(silver_seq))
     first = Window.partitionBy("database", "table", "row_key", "commit_ts", "op").orderBy(
         "topic", "partition", "offset", "event_index"
     )
@@ -189,9 +196,17 @@ def expire_pending(spark, source: SourceSettings) -> int:
     return count
 
 
-def merge_ddl_events(spark, source: str, decoded) -> None:
-    """DDL once each, in commit order, with the table's schema after it (from the protocol or the SQL)."""
-    new = (
+def merge_ddl_events(spark, source: str, protocol: str, decoded) -> int:
+    """Every DDL once, in commit order, with the schema after it from the one DDL interpreter (spark_jobs.ddl).
+
+    Tables the stream shows without a DDL get an inferred schema event just before their first row: a table
+    that existed before the changefeed (any protocol), a Simple bootstrap of a table not known yet, and, for
+    Avro (which sends no DDL at all), every change of a table's writer schema. Returns how many inferred
+    events it wrote (the DDL events are counted where they were decoded).
+    """
+    from pyspark.sql import functions as F
+
+    statements = (
         decoded.where("kind IN ('ddl', 'bootstrap')")
         .select(
             "kind",
@@ -202,118 +217,194 @@ def merge_ddl_events(spark, source: str, decoded) -> None:
             "ddl_sql",
             "table_schema",
             "schema_version",
+            "key_columns",
             "topic",
             "partition",
             "offset",
         )
-        .orderBy("commit_ts", "topic", "partition", "offset")
         .collect()
     )
-    if not new:
-        return
-    known = _latest_schemas(spark, source)
-    seen: set[tuple] = set()
-    out = []
-    for r in new:
-        commit_ts = r["commit_ts"] if r["commit_ts"] else r["schema_version"] or 0
-        ident = (commit_ts, r["ddl_sql"] or "", r["database"], r["table"], r["kind"])
-        if ident in seen:
-            continue
-        seen.add(ident)
-        name = (r["database"], r["table"])
-        if r["table_schema"]:
-            schema, origin = json.loads(r["table_schema"]), "protocol"
-        elif r["table"]:
-            schema, origin = schema_after(r["ddl_sql"] or "", r["database"], r["table"], known.get(name)), "parsed"
-        else:
-            schema, origin = None, "none"
-        if r["table"]:
-            known[name] = schema
-        out.append(
-            DdlEventRow(
-                source=source,
-                database=r["database"],
-                table=r["table"],
-                commit_ts=commit_ts,
-                ddl_type=r["ddl_type"] if r["kind"] == "ddl" else "bootstrap",
-                ddl_sql=r["ddl_sql"],
-                table_schema=json.dumps(schema) if schema is not None else None,
-                schema_origin=origin,
-                topic=r["topic"],
-                partition=r["partition"],
-                offset=r["offset"],
-            )
-        )
-    _write_ddl_events(spark, out)
-
-
-def merge_inferred_ddl_events(spark, source: str, decoded) -> int:
-    """Avro sends no DDL: a table's writer schema changing between rows becomes an inferred DDL event
-    (columns added, dropped, retyped), dated just before the first row with the new schema."""
-    from pyspark.sql import functions as F
-
-    versions = (
+    shapes = (
         decoded.where("kind = 'row' AND NOT array_contains(flags, 'handle_key_only')")
         .groupBy("database", "table", F.col("column_types").cast("string").alias("shape"))
         .agg(
-            F.min("commit_ts").alias("first_ts"),
+            F.min("commit_ts").alias("commit_ts"),
             F.first("column_types").alias("column_types"),
             F.first("key_columns").alias("key_columns"),
             F.min(F.struct("topic", "partition", "offset")).alias("at"),
         )
-        .orderBy("first_ts")
         .collect()
     )
-    known = _latest_schemas(spark, source)
-    out = []
-    for v in versions:
-        name = (v["database"], v["table"])
-        columns = [{"name": c, "type": t, "nullable": c not in v["key_columns"]} for c, t in v["column_types"].items()]
-        previous = known.get(name)
-        before = {c["name"]: c["type"] for c in previous["columns"]} if previous else None
-        after = {c["name"]: c["type"] for c in columns}
-        if before == after:
-            continue
-        if before is None:
-            ddl_type, sql = "create_table", "inferred from the Avro writer schema: table seen"
-        else:
-            added = [c for c in after if c not in before]
-            dropped = [c for c in before if c not in after]
-            retyped = [c for c in after if c in before and before[c] != after[c]]
-            kinds = [
-                k for k, cols in (("add_column", added), ("drop_column", dropped), ("modify_column", retyped)) if cols
-            ]
-            ddl_type = kinds[0] if len(kinds) == 1 else "other"
-            sql = "inferred from the Avro writer schema: " + "; ".join(
-                f"{label} {', '.join(cols)}"
-                for label, cols in (("added", added), ("dropped", dropped), ("retyped", retyped))
-                if cols
-            )
-        schema = {
-            "database": v["database"],
-            "table": v["table"],
-            "columns": columns,
-            "key_columns": list(v["key_columns"]),
-        }
-        known[name] = schema
-        out.append(
-            DdlEventRow(
-                source=source,
-                database=v["database"],
-                table=v["table"],
-                commit_ts=(v["first_ts"] or 1) - 1,
-                ddl_type=ddl_type,
-                ddl_sql=sql,
-                table_schema=json.dumps(schema),
-                schema_origin="inferred",
-                topic=v["at"]["topic"],
-                partition=v["at"]["partition"],
-                offset=v["at"]["offset"],
-            )
-        )
+    if not statements and not shapes:
+        return 0
+    known = _schemas_in_force(spark, source)
+    steps = sorted(
+        [
+            (r["commit_ts"] or r["schema_version"] or 0, 0, r["topic"], r["partition"], r["offset"], "statement", r)
+            for r in statements
+        ]
+        + [
+            ((r["commit_ts"] or 1) - 1, 1, r["at"]["topic"], r["at"]["partition"], r["at"]["offset"], "shape", r)
+            for r in shapes
+        ],
+        key=lambda step: step[:5],
+    )
+    out: list[DdlEventRow] = []
+    seen: set[tuple] = set()
+    for commit_ts, _, topic, partition, offset, what, r in steps:
+        where = (topic, partition, offset)
+        if what == "shape":
+            out.extend(_inferred_from_rows(source, protocol, r, commit_ts, known, where))
+        elif r["kind"] == "bootstrap":
+            out.extend(_inferred_from_bootstrap(source, r, commit_ts, known, where))
+        elif (commit_ts, r["ddl_sql"], r["database"], r["table"]) not in seen:
+            seen.add((commit_ts, r["ddl_sql"], r["database"], r["table"]))
+            out.extend(_interpreted(source, r, commit_ts, known, where))
     if out:
         _write_ddl_events(spark, out)
-    return len(out)
+    return sum(event.schema_origin == "inferred" for event in out)
+
+
+def _interpreted(source: str, r, commit_ts: int, known: dict, where: tuple) -> list[DdlEventRow]:
+    """One DDL statement read by the interpreter against the schemas in force: one event per table it touches."""
+    protocol_schema = json.loads(r["table_schema"]) if r["table_schema"] else None
+    changes = ddl.interpret(
+        r["ddl_sql"] or "",
+        database=r["database"],
+        table=r["table"],
+        commit_ts=commit_ts,
+        schemas={name: schema for name, schema in known.items() if schema is not None},
+        protocol_schema=protocol_schema,
+    )
+    out = []
+    for change in changes:
+        before = known.get((change.old_database, change.old_table)) or known.get((change.database, change.table))
+        uid = (change.schema_after or before or {}).get("table_uid")
+        if change.old_table is not None and (change.old_database, change.old_table) != (change.database, change.table):
+            known.pop((change.old_database, change.old_table), None)
+        if change.table is not None:
+            known[(change.database, change.table)] = change.schema_after
+        if not change.understood:
+            log.warning(
+                "source %s: DDL at ts %d not understood (%s): %s",
+                source,
+                commit_ts,
+                change.note,
+                (r["ddl_sql"] or "")[:200],
+            )
+        out.append(
+            _event(
+                source,
+                change.database,
+                change.table,
+                commit_ts,
+                change.ddl_type,
+                r["ddl_sql"],
+                change.schema_after,
+                "protocol" if protocol_schema else "parsed",
+                where,
+                old=(change.old_database, change.old_table),
+                uid=uid,
+                needs_snapshot=change.needs_snapshot,
+                understood=change.understood,
+            )
+        )
+    return out
+
+
+def _inferred_from_bootstrap(source: str, r, commit_ts: int, known: dict, where: tuple) -> list[DdlEventRow]:
+    """A Simple bootstrap: the schema of a table not known yet (an event of its own); a known table's is
+    only recorded so that later runs can prime the decoder with it."""
+    name = (r["database"], r["table"])
+    if known.get(name) is not None:
+        return [
+            _event(source, r["database"], r["table"], commit_ts, "bootstrap", r["ddl_sql"], None, "protocol", where)
+        ]
+    shown = json.loads(r["table_schema"])
+    schema = ddl.inferred_schema(
+        r["database"],
+        r["table"],
+        [(c["name"], c["type"]) for c in shown["columns"]],
+        shown["key_columns"],
+        commit_ts,
+        {c["name"]: c["nullable"] for c in shown["columns"]},
+        elements={c["name"]: c["elements"] for c in shown["columns"] if c.get("elements") is not None},
+    )
+    known[name] = schema
+    return [_event(source, r["database"], r["table"], commit_ts, "bootstrap", r["ddl_sql"], schema, "protocol", where)]
+
+
+def _inferred_from_rows(source: str, protocol: str, r, commit_ts: int, known: dict, where: tuple) -> list[DdlEventRow]:
+    """The columns a table's rows show, where no DDL said them: a table first seen in rows, or (Avro) a
+    changed writer schema. Dated just before the first row with that shape."""
+    name = (r["database"], r["table"])
+    previous = known.get(name)
+    columns = list(r["column_types"].items())
+    if previous is not None and (
+        protocol != "avro" or [(c["name"], c["type"]) for c in previous["columns"]] == columns
+    ):
+        return []
+    schema = ddl.inferred_schema(
+        r["database"], r["table"], columns, list(r["key_columns"]), commit_ts, previous=previous
+    )
+    known[name] = schema
+    if previous is None:
+        ddl_type, note = "create_table", "table seen in row messages"
+    else:
+        before = {c["name"] for c in previous["columns"]}
+        after = {c for c, _ in columns}
+        kinds = {
+            k
+            for k, changed in (
+                ("add_column", after - before),
+                ("drop_column", before - after),
+                ("modify_column", after & before),
+            )
+            if changed
+        }
+        ddl_type = kinds.pop() if len(kinds) == 1 else "multi_schema_change"
+        note = "writer schema changed"
+    return [
+        _event(source, r["database"], r["table"], commit_ts, ddl_type, f"inferred: {note}", schema, "inferred", where)
+    ]
+
+
+def _event(
+    source: str,
+    database,
+    table,
+    commit_ts: int,
+    ddl_type: str,
+    sql,
+    schema,
+    origin: str,
+    where: tuple,
+    *,
+    old: tuple | None = None,
+    uid: str | None = None,
+    needs_snapshot: bool = False,
+    understood: bool = True,
+) -> DdlEventRow:
+    """One silver.ddl_events row; `uid` names the table a drop ended (its schema after is None)."""
+    old_database, old_table = old if old is not None else (database, table)
+    return DdlEventRow(
+        source=source,
+        database=database,
+        table=table,
+        commit_ts=commit_ts,
+        ddl_type=ddl_type,
+        ddl_sql=sql,
+        table_schema=json.dumps(schema) if schema is not None else None,
+        schema_origin=origin,
+        topic=where[0],
+        partition=where[1],
+        offset=where[2],
+        old_database=old_database,
+        old_table=old_table,
+        table_uid=uid or (schema["table_uid"] if schema is not None else None),
+        needs_snapshot=needs_snapshot,
+        understood=understood,
+    )
 
 
 def _write_ddl_events(spark, rows: list[DdlEventRow]) -> None:
@@ -326,14 +417,23 @@ def _write_ddl_events(spark, rows: list[DdlEventRow]) -> None:
             WHEN NOT MATCHED THEN INSERT *""")
 
 
-def _latest_schemas(spark, source: str) -> dict[tuple, dict | None]:
+def _schemas_in_force(spark, source: str) -> dict[tuple, dict | None]:
+    """(database, table) -> the schema in force after every DDL event silver holds, replayed in commit order
+    (a renamed table is known by its new name only; a dropped one maps to None)."""
     rows = spark.sql(
-        f"""SELECT database, `table`, table_schema FROM (
-          SELECT *, row_number() OVER (PARTITION BY database, `table` ORDER BY commit_ts DESC) AS n
-          FROM {SILVER_DDL_EVENTS} WHERE source = :source) WHERE n = 1""",
+        f"""SELECT database, `table`, old_database, old_table, table_schema, ddl_type FROM {SILVER_DDL_EVENTS}
+            WHERE source = :source AND `table` IS NOT NULL ORDER BY commit_ts, topic, `partition`, `offset`""",
         args={"source": source},
     ).collect()
-    return {(r["database"], r["table"]): json.loads(r["table_schema"]) if r["table_schema"] else None for r in rows}
+    known: dict[tuple, dict | None] = {}
+    for r in rows:
+        if r["ddl_type"] == "bootstrap" and r["table_schema"] is None:
+            continue  # a bootstrap of a known table: recorded for priming only
+        old = (r["old_database"], r["old_table"])
+        if r["old_table"] is not None and old != (r["database"], r["table"]):
+            known.pop(old, None)
+        known[(r["database"], r["table"])] = json.loads(r["table_schema"]) if r["table_schema"] else None
+    return known
 
 
 def schema_history(spark, source: str):

@@ -23,20 +23,25 @@ from spark_jobs.devkit.simulator.shop_stream import (
     tso,
 )
 from spark_jobs.devkit.simulator.stream import encode_stream
+from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_QUARANTINE, SILVER_ROW_CHANGES
 
 pytestmark = pytest.mark.e2e
 
-TOPIC, PARTITIONS = "shop_cdc", 3
-GOLD_V1 = {"gold.shop__customers": CUSTOMERS, "gold.shop__orders": ORDERS, "gold.shop__products": PRODUCTS}
-GOLD = {**GOLD_V1, "gold.shop__customers": CUSTOMERS_V2}
+PARTITIONS = 3
+GOLD_V1 = {
+    "gold_shop.shop__customers": CUSTOMERS,
+    "gold_shop.shop__orders": ORDERS,
+    "gold_shop.shop__products": PRODUCTS,
+}
+GOLD = {**GOLD_V1, "gold_shop.shop__customers": CUSTOMERS_V2}
 
 
-def publish(broker, events) -> int:
+def publish(broker, shop, events) -> int:
+    """The events as the changefeed behind the test config's `shop` source sends them."""
+    (topic,) = shop.topics
     return produce(
         broker.bootstrap,
-        encode_stream(
-            "canal-json", events, topic=TOPIC, partitions=PARTITIONS, options={"enable-tidb-extension": True}
-        ),
+        encode_stream(shop.protocol, events, topic=topic, partitions=PARTITIONS, options=shop.options),
     )
 
 
@@ -80,51 +85,57 @@ def assert_gold_equals_oracle(spark, events, as_of: int, gold: dict) -> None:
 
 
 def test_ingest_dag_builds_gold_equal_to_upstream(broker, pipeline_config, spark, airflow_db):
-    broker.create_topics([TOPIC], partitions=PARTITIONS)
+    shop = pipeline_config.source("shop")
+    broker.create_topics(shop.topics, partitions=PARTITIONS)
     first = shop_stream()
-    landed = publish(broker, first)
+    landed = publish(broker, shop, first)
 
     run_dag(airflow_db)
-    assert spark.table("bronze.kafka_messages").count() == landed
-    assert spark.table("silver.quarantine").count() == 0
+    assert spark.table(BRONZE_MESSAGES).count() == landed
+    assert spark.table(SILVER_QUARANTINE).count() == 0
     assert_gold_equals_oracle(spark, first, last_watermark(first), GOLD_V1)
-    assert [c.name for c in spark.table("gold.shop__customers").schema][3:] == ["id", "name", "email", "created_at"]
+    assert [c.name for c in spark.table("gold_shop.shop__customers").schema][3:] == [
+        "id",
+        "name",
+        "email",
+        "created_at",
+    ]
     # the key-changing update: customer 7 became 700 (delete + insert at one commit ts)
-    customer_ids = {r["id"] for r in spark.table("gold.shop__customers").collect()}
+    customer_ids = {r["id"] for r in spark.table("gold_shop.shop__customers").collect()}
     assert 7 not in customer_ids and 700 in customer_ids and 2 not in customer_ids
 
     # a second run with nothing new changes nothing: same rows, no new gold snapshot
     before_rows = {t: sorted(map(tuple, spark.table(t).collect())) for t in GOLD}
     before_snapshots = gold_snapshots(spark)
-    silver_before = spark.table("silver.row_changes").count()
+    silver_before = spark.table(SILVER_ROW_CHANGES).count()
     run_dag(airflow_db)
     assert gold_snapshots(spark) == before_snapshots
     assert {t: sorted(map(tuple, spark.table(t).collect())) for t in GOLD} == before_rows
-    assert spark.table("silver.row_changes").count() == silver_before
+    assert spark.table(SILVER_ROW_CHANGES).count() == silver_before
 
     # more messages (ADD COLUMN, new rows, deletes, one change after the last watermark): exactly those apply
     more = shop_stream_more()
-    landed += publish(broker, more)
+    landed += publish(broker, shop, more)
     run_dag(airflow_db)
     everything = first + more
-    assert spark.table("bronze.kafka_messages").count() == landed
+    assert spark.table(BRONZE_MESSAGES).count() == landed
     new_row_changes = sum(
         1 + (e.op == "update" and e.before[e.table.key[0]] != e.after[e.table.key[0]])
         for e in more
         if isinstance(e, RowChange)
     )
-    assert spark.table("silver.row_changes").count() == silver_before + new_row_changes
+    assert spark.table(SILVER_ROW_CHANGES).count() == silver_before + new_row_changes
     consistent = last_watermark(everything)
     assert consistent == tso(10_008)
     assert_gold_equals_oracle(spark, everything, consistent, GOLD)
     # customer 3's delete committed after the last watermark: landed in silver, not yet in gold
-    assert 3 in {r["id"] for r in spark.table("gold.shop__customers").collect()}
+    assert 3 in {r["id"] for r in spark.table("gold_shop.shop__customers").collect()}
     assert (
         spark.sql(
-            "SELECT count(*) FROM silver.row_changes WHERE `table` = 'customers' AND op = 'delete' "
-            "AND row_key = '[\"3\"]'"
+            f"SELECT count(*) FROM {SILVER_ROW_CHANGES} WHERE `table` = :table AND op = 'delete' AND row_key = :key",
+            args={"table": "customers", "key": '["3"]'},
         ).collect()[0][0]
         == 1
     )
-    tiers = {r["id"]: r["tier"] for r in spark.table("gold.shop__customers").collect()}
+    tiers = {r["id"]: r["tier"] for r in spark.table("gold_shop.shop__customers").collect()}
     assert tiers[1] == "silver" and tiers[21] == "gold" and tiers[4] is None

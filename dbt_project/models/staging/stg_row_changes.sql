@@ -20,6 +20,7 @@ renamed as (
         after,
         column_types,
         flags,
+        silver_seq,
         topic,
         `partition` as kafka_partition,
         `offset` as kafka_offset,

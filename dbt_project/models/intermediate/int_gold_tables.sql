@@ -1,0 +1,66 @@
+{#-
+  The gold tables a source publishes: per upstream table identity its latest published schema, the name
+  it has now, the last truncation, and whether it needs a fresh snapshot. Dropped tables are not here.
+-#}
+with
+
+versions as (
+
+    select * from {{ ref('int_schema_versions') }}
+
+),
+
+consistent as (
+
+    select * from {{ ref('int_consistent_ts') }}
+
+),
+
+per_table as (
+
+    select
+        source_name,
+        table_uid,
+        max(case when ddl_type = 'truncate_table' then valid_from_ts end) as truncated_at_ts,
+        max(valid_from_ts) as schema_commit_ts,
+        bool_or(needs_snapshot) as needs_snapshot,
+        bool_or(not understood) as has_unknown_ddl
+    from versions
+    group by source_name, table_uid
+
+),
+
+latest as (
+
+    select * from versions
+    where valid_to_ts is null and not is_dropped
+
+),
+
+gold_tables as (
+
+    select
+        latest.source_name,
+        latest.table_uid,
+        latest.upstream_database,
+        latest.upstream_table,
+        latest.columns,
+        latest.key_columns,
+        sha2(to_json(struct(latest.upstream_database, latest.upstream_table, latest.columns, latest.key_columns)), 256)
+            as schema_fingerprint,
+        per_table.schema_commit_ts,
+        per_table.truncated_at_ts,
+        per_table.needs_snapshot,
+        per_table.has_unknown_ddl,
+        consistent.consistent_ts,
+        consistent.consistency
+    from latest
+    inner join per_table
+        on latest.source_name = per_table.source_name
+        and latest.table_uid = per_table.table_uid
+    inner join consistent
+        on latest.source_name = consistent.source_name
+
+)
+
+select * from gold_tables
