@@ -113,7 +113,13 @@ def cmd_gold(args) -> int:
     from spark_jobs.gold.build import build_gold
 
     config, spark = _pipeline(args)
-    build_gold(spark, config, args.source, test=args.test)
+    result = build_gold(spark, config, args.source, test=not args.skip_tests, rebuild=args.rebuild)
+    print(
+        f"{args.source}: {len(result.tables)} gold tables consistent as of TiDB ts {result.consistent_ts}"
+        f" ({result.consistency}), {sum(result.tables.values())} rows; {result.seconds:.1f}s"
+    )
+    for table in result.needing_snapshot:
+        print(f"  {table} needs a fresh snapshot (see the log)")
     return 0
 
 
@@ -222,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--source", required=True)
         p.add_argument("--config")
         if name == "gold":
-            p.add_argument("--test", action="store_true", help="run the dbt tests after building")
+            p.add_argument("--skip-tests", action="store_true", help="do not run the dbt tests after building")
+            p.add_argument("--rebuild", action="store_true", help="rebuild every gold table of the source from silver")
         if name == "silver":
             p.add_argument(
                 "--rebuild", action="store_true", help="clear the source's silver rows and decode all of bronze again"

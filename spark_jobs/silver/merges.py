@@ -229,7 +229,8 @@ def merge_ddl_events(spark, source: str, protocol: str, decoded) -> int:
         .groupBy("database", "table", F.col("column_types").cast("string").alias("shape"))
         .agg(
             F.min("commit_ts").alias("commit_ts"),
-            F.first("column_types").alias("column_types"),
+            # as entries: a map comes back to Python through a Java HashMap, which loses the column order
+            F.first(F.map_entries("column_types")).alias("column_types"),
             F.first("key_columns").alias("key_columns"),
             F.min(F.struct("topic", "partition", "offset")).alias("at"),
         )
@@ -339,7 +340,7 @@ def _inferred_from_rows(source: str, protocol: str, r, commit_ts: int, known: di
     changed writer schema. Dated just before the first row with that shape."""
     name = (r["database"], r["table"])
     previous = known.get(name)
-    columns = list(r["column_types"].items())
+    columns = [(entry["key"], entry["value"]) for entry in r["column_types"]]
     if previous is not None and (
         protocol != "avro" or [(c["name"], c["type"]) for c in previous["columns"]] == columns
     ):
