@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import Asset, dag, task
+from airflow.sdk import Asset, Param, dag, get_current_context, task
 
 from spark_jobs.config import configured_source_names
 
@@ -23,6 +23,14 @@ def ingest_dag(source_name: str):
         max_active_tasks=1,
         default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
         tags=["ticdc-lakehouse", "ingest", source_name],
+        params={
+            "rebuild_gold": Param(
+                False,
+                type="boolean",
+                title="Rebuild gold from silver",
+                description="Replace every gold table of the source from silver instead of applying what is new.",
+            ),
+        },
     )
     def ingest():
         """
@@ -36,8 +44,9 @@ def ingest_dag(source_name: str):
            committed in the same Iceberg commit as the rows);
         3. **decode**: new bronze records into `silver.row_changes`, `silver.ddl_events`,
            `silver.watermarks` and `silver.quarantine`;
-        4. **publish_gold**: dbt builds `gold.<database>__<table>` up to the source's consistent
-           timestamp and updates the gold asset.
+        4. **publish_gold**: dbt replays the DDL history and builds `gold_<source>.<database>__<table>`
+           up to the source's consistent timestamp, runs the dbt tests of every gold table, and updates
+           the gold asset. Trigger with **rebuild_gold** to rebuild the source's gold from silver.
 
         Every task is idempotent: running it again for the same input changes nothing. Runs of one
         source never overlap. The task logs say what happened in numbers.
@@ -83,14 +92,20 @@ def ingest_dag(source_name: str):
 
         @task(outlets=[gold_asset(source_name)])
         def publish_gold() -> dict:
-            """Build the gold tables up to the consistent timestamp with dbt; returns rows per table."""
+            """Build and test the gold tables up to the consistent timestamp with dbt; returns rows per table."""
             from spark_jobs.config import load_config
             from spark_jobs.gold.build import build_gold
             from spark_jobs.runtime.spark_session import get_spark
 
             config = load_config()
-            r = build_gold(get_spark(config), config, source_name)
-            return {"consistent_ts": r.consistent_ts, "consistency": r.consistency, "tables": r.tables}
+            rebuild = bool(get_current_context()["params"]["rebuild_gold"])
+            r = build_gold(get_spark(config), config, source_name, rebuild=rebuild)
+            return {
+                "consistent_ts": r.consistent_ts,
+                "consistency": r.consistency,
+                "tables": r.tables,
+                "needing_snapshot": r.needing_snapshot,
+            }
 
         check_config() >> land() >> decode() >> publish_gold()
 
