@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint format bench-decode bench-land bench-silver lock venv check-java clean
+.PHONY: demo test test-fast lint format bench-decode bench-land bench-silver lock venv check-java check-browser clean
 
 venv: $(STAMP)
 
@@ -23,10 +23,20 @@ $(STAMP): requirements.lock pyproject.toml
 check-java:
 	@java -version 2>&1 | grep -q 'version "17' || { echo "Java 17 is required (java -version)"; exit 1; }
 
+# The browser tests drive Debian's Chromium (Playwright cannot download its own browser here): installed
+# when missing if we are root, otherwise one line says what to do.
+CHROMIUM := /usr/bin/chromium
+
+check-browser:
+	@test -x $(CHROMIUM) || { test "$$(id -u)" = 0 \
+		&& apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 \
+		&& test -x $(CHROMIUM); } \
+		|| { echo "Chromium is required for the browser tests: run 'apt-get install -y chromium' as root"; exit 1; }
+
 demo: venv check-java
 	$(BIN)/ticdc-lake demo
 
-test: venv check-java
+test: venv check-java check-browser
 	$(BIN)/python -m pytest
 
 test-fast: venv

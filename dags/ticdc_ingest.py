@@ -46,7 +46,10 @@ def ingest_dag(source_name: str):
            `silver.watermarks` and `silver.quarantine`;
         4. **publish_gold**: dbt replays the DDL history and builds `gold_<source>.<database>__<table>`
            up to the source's consistent timestamp, runs the dbt tests of every gold table, and updates
-           the gold asset. Trigger with **rebuild_gold** to rebuild the source's gold from silver.
+           the gold asset. Trigger with **rebuild_gold** to rebuild the source's gold from silver;
+        5. **record_status**: the numbers of the status page (Browse > Pipeline status), read from the
+           tables; it runs even when a layer failed, since that is when the page is looked at;
+        6. **generate_docs**: `dbt docs generate` against the gold tables just built (Browse > dbt docs).
 
         Every task is idempotent: running it again for the same input changes nothing. Runs of one
         source never overlap. The task logs say what happened in numbers.
@@ -107,7 +110,53 @@ def ingest_dag(source_name: str):
                 "needing_snapshot": r.needing_snapshot,
             }
 
-        check_config() >> land() >> decode() >> publish_gold()
+        @task(trigger_rule="all_done")
+        def record_status(published: dict | None) -> str:
+            """Write the source's status snapshot (the status page reads it, without Spark): numbers from the
+            tables (gold's row counts from publish_gold when it ran), this run's task durations from Airflow.
+            Returns the snapshot's path."""
+            from spark_jobs.config import load_config
+            from spark_jobs.runtime.spark_session import get_spark
+            from spark_jobs.status import collect
+
+            context = get_current_context()
+            run = context["dag_run"]
+            tasks = {
+                crumb["task_id"]: collect.TaskOutcome(crumb["state"], crumb["duration"])
+                for crumb in context["ti"].get_task_breadcrumbs(run.dag_id, run.run_id)
+            }
+            started = run.start_date or run.run_after
+            config = load_config()
+            run_info = collect.RunInfo(run.run_id, int(started.timestamp() * 1000), tasks)
+            gold_rows = (published or {}).get("tables")
+            return str(collect.record_status(get_spark(config), config, source_name, run_info, gold_rows))
+
+        @task
+        def generate_docs(published: dict) -> dict:
+            """Regenerate the dbt docs site against the real tables (so its catalog has their columns and
+            sizes); the plugin serves it from `<local_dir>/dbt/target`. Returns what it documents.
+
+            Only the configured sources' gold models are compiled: the checkout may hold generated models of
+            sources this lakehouse does not have, which cannot compile against it."""
+            import json
+
+            from spark_jobs.config import load_config
+            from spark_jobs.gold.build import run_dbt
+            from spark_jobs.gold.models import model_selector
+            from spark_jobs.runtime.spark_session import get_spark
+
+            config = load_config()
+            get_spark(config)  # dbt runs inside this process's session
+            work_dir = config.local_dir / "dbt"
+            selected = ["source:silver", "staging", "intermediate", *(model_selector(s.name) for s in config.sources)]
+            run_dbt(["docs", "generate", "--select", *selected], source_name, work_dir)
+            catalog = json.loads((work_dir / "target" / "catalog.json").read_text())
+            return {"gold_tables": len(published["tables"]), "catalog_relations": len(catalog["nodes"])}
+
+        # record_status is not last: a DAG run's state is its last tasks', and it succeeds after a failed layer
+        published = publish_gold()
+        check_config() >> land() >> decode() >> published
+        record_status(published) >> generate_docs(published)
 
     return ingest()
 

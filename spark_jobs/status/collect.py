@@ -1,0 +1,325 @@
+"""A source's status from the tables, with Spark: what the ingest DAG's last task records for the status page.
+
+Per source: the physical time of the newest landed message (its Kafka timestamp: bronze holds no TiDB time
+yet), of the newest decoded change (its commit ts), of the consistent ts silver computed, and of the ts gold
+was last published as of (the gold tables' `ticdc.consistent-ts`); the landed offset of every partition;
+quarantine by reason with sample coordinates; landing gaps; tables needing a fresh snapshot; the gold tables
+with row counts; and one history entry for the DAG run that records it (counts of the rows each layer wrote
+since the run started, the durations Airflow measured of its tasks, and the lags then).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from spark_jobs.bronze.land import committed_offsets
+from spark_jobs.config import PipelineConfig
+from spark_jobs.gold import names
+from spark_jobs.runtime.sql import qualified
+from spark_jobs.runtime.tables import (
+    BRONZE_LANDING_GAPS,
+    BRONZE_LANDING_RUNS,
+    BRONZE_MESSAGES,
+    SILVER_DDL_EVENTS,
+    SILVER_QUARANTINE,
+    SILVER_ROW_CHANGES,
+    SILVER_RUNS,
+    ensure_tables,
+)
+from spark_jobs.status.snapshot import FORMAT_VERSION, LAYERS, physical_ms, write_snapshot
+
+GOLD_INTERMEDIATE = "lake_staging.int_gold_tables"
+CONSISTENT_TS_PROPERTY = "ticdc.consistent-ts"
+REASONS_SHOWN = 20
+SAMPLES_PER_REASON = 5
+GAPS_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    state: str | None
+    seconds: float | None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The DAG run a snapshot is recorded for, as Airflow knows it."""
+
+    run_id: str
+    started_at_ms: int
+    tasks: dict[str, TaskOutcome] = field(default_factory=dict)  # task id -> its state and duration
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    ts: int | None  # TiDB TSO; None for the landed layer, timed by Kafka
+    physical_ms: int | None
+
+
+@dataclass(frozen=True)
+class PartitionOffset:
+    topic: str
+    partition: int
+    landed_offset: int  # the next offset to land
+
+
+@dataclass(frozen=True)
+class Coordinates:
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class QuarantineReason:
+    reason: str
+    messages: int
+    samples: list[Coordinates]
+
+
+@dataclass(frozen=True)
+class Gap:
+    topic: str
+    partition: int
+    kind: str
+    first_offset: int
+    end_offset: int
+    detected_at_ms: int
+
+
+@dataclass(frozen=True)
+class GoldTable:
+    relation: str
+    database: str
+    table: str
+    rows: int | None  # None: published by dbt's models but not built yet
+    consistent_ts: int | None
+    needs_snapshot: bool
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One DAG run: what each layer wrote during it, how long each task took, and the lags at its end."""
+
+    run_id: str
+    started_at_ms: int
+    recorded_at_ms: int
+    tasks: dict[str, TaskOutcome]
+    landed_records: int
+    landed_bytes: int
+    decoded_messages: int
+    row_changes: int
+    ddl_events: int
+    quarantined: int
+    gold_rows: int
+    gold_consistent_ts: int | None
+    lag_seconds: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    source: str
+    protocol: str
+    recorded_at_ms: int
+    layers: dict[str, LayerTime]
+    consistency: str | None  # watermark | landed
+    partitions: list[PartitionOffset]
+    quarantined: int
+    quarantine: list[QuarantineReason]  # the REASONS_SHOWN most frequent
+    gaps_total: int
+    gaps: list[Gap]  # the GAPS_SHOWN newest
+    needing_snapshot: list[str]
+    gold_tables: list[GoldTable]
+    history: list[RunRecord]
+    version: int = FORMAT_VERSION
+
+
+def _one(spark, query: str, **args):
+    return spark.sql(query, args=args).collect()[0]
+
+
+def _layer_times(spark, source: str, gold: list[GoldTable]) -> tuple[dict[str, LayerTime], str | None]:
+    landed_ms = _one(
+        spark, f"SELECT unix_millis(max(`timestamp`)) FROM {BRONZE_MESSAGES} WHERE source = :source", source=source
+    )[0]
+    decoded_ts = _one(
+        spark,
+        f"""SELECT max(commit_ts) FROM (
+            SELECT commit_ts FROM {SILVER_ROW_CHANGES} WHERE source = :source
+            UNION ALL SELECT commit_ts FROM {SILVER_DDL_EVENTS} WHERE source = :source)""",
+        source=source,
+    )[0]
+    newest_run = (
+        spark.sql(
+            f"SELECT consistent_ts, consistency FROM {SILVER_RUNS} WHERE source = :source ORDER BY finished_at DESC",
+            args={"source": source},
+        )
+        .limit(1)
+        .collect()
+    )
+    consistent_ts, consistency = (newest_run[0][0], newest_run[0][1]) if newest_run else (None, None)
+    published = [t.consistent_ts for t in gold if t.consistent_ts is not None]
+    gold_ts = min(published) if published else None
+    times = {
+        "landed": LayerTime(None, landed_ms),
+        "decoded": LayerTime(decoded_ts, physical_ms(decoded_ts)),
+        "consistent": LayerTime(consistent_ts, physical_ms(consistent_ts)),
+        "gold": LayerTime(gold_ts, physical_ms(gold_ts)),
+    }
+    return times, consistency
+
+
+def _quarantine(spark, source: str) -> tuple[int, list[QuarantineReason]]:
+    total = _one(spark, f"SELECT count(*) FROM {SILVER_QUARANTINE} WHERE source = :source", source=source)[0]
+    rows = (
+        spark.sql(
+            f"""SELECT reason, count(*) AS messages,
+                slice(array_sort(collect_list(named_struct('topic', topic, 'partition', `partition`,
+                                                           'offset', `offset`))), 1, :samples) AS samples
+            FROM {SILVER_QUARANTINE} WHERE source = :source GROUP BY reason ORDER BY messages DESC, reason""",
+            args={"source": source, "samples": SAMPLES_PER_REASON},
+        )
+        .limit(REASONS_SHOWN)
+        .collect()
+    )
+    reasons = [
+        QuarantineReason(
+            r["reason"], r["messages"], [Coordinates(s["topic"], s["partition"], s["offset"]) for s in r["samples"]]
+        )
+        for r in rows
+    ]
+    return total, reasons
+
+
+def _gaps(spark, source: str) -> tuple[int, list[Gap]]:
+    total = _one(spark, f"SELECT count(*) FROM {BRONZE_LANDING_GAPS} WHERE source = :source", source=source)[0]
+    rows = (
+        spark.sql(
+            f"""SELECT topic, `partition`, kind, first_offset, end_offset, unix_millis(detected_at) AS detected_at_ms
+            FROM {BRONZE_LANDING_GAPS} WHERE source = :source ORDER BY detected_at DESC, topic, `partition`""",
+            args={"source": source},
+        )
+        .limit(GAPS_SHOWN)
+        .collect()
+    )
+    return total, [Gap(**r.asDict()) for r in rows]
+
+
+def _gold_tables(spark, source: str, counted: dict[str, int]) -> list[GoldTable]:
+    """Every gold table dbt's intermediate models publish for the source, with its rows (as `counted` by the
+    gold build just before, else counted here) and the consistent ts it is published as of."""
+    if not spark.catalog.tableExists(GOLD_INTERMEDIATE):
+        return []
+    rows = spark.sql(
+        f"""SELECT upstream_database, upstream_table, needs_snapshot FROM {GOLD_INTERMEDIATE}
+        WHERE source_name = :source ORDER BY upstream_database, upstream_table""",
+        args={"source": source},
+    ).collect()
+    namespace = names.gold_namespace(source)
+    tables = []
+    for database, table, needs_snapshot in rows:
+        name = names.gold_table(database, table)
+        relation, quoted = f"{namespace}.{name}", qualified(namespace, name)
+        built = spark.catalog.tableExists(relation)
+        properties = dict(spark.sql(f"SHOW TBLPROPERTIES {quoted}").collect()) if built else {}
+        ts = properties.get(CONSISTENT_TS_PROPERTY)
+        rows = counted.get(relation)
+        if rows is None and built:
+            rows = spark.table(quoted).count()
+        tables.append(
+            GoldTable(
+                relation=relation,
+                database=database,
+                table=table,
+                rows=rows,
+                consistent_ts=int(ts) if ts is not None and ts.isdigit() else None,
+                needs_snapshot=bool(needs_snapshot),
+            )
+        )
+    return tables
+
+
+def _run_record(
+    spark, source: str, run: RunInfo, now_ms: int, layers: dict[str, LayerTime], gold: list[GoldTable]
+) -> RunRecord:
+    """What the run wrote: the landing and silver rows recorded since it started."""
+    landed = _one(
+        spark,
+        f"""SELECT coalesce(sum(records), 0), coalesce(sum(bytes), 0) FROM {BRONZE_LANDING_RUNS}
+        WHERE source = :source AND unix_millis(landed_at) >= :since""",
+        source=source,
+        since=run.started_at_ms,
+    )
+    decoded = _one(
+        spark,
+        f"""SELECT coalesce(sum(messages), 0), coalesce(sum(row_changes), 0), coalesce(sum(ddl_events), 0),
+            coalesce(sum(quarantined), 0)
+        FROM {SILVER_RUNS} WHERE source = :source AND unix_millis(finished_at) >= :since""",
+        source=source,
+        since=run.started_at_ms,
+    )
+    return RunRecord(
+        run_id=run.run_id,
+        started_at_ms=run.started_at_ms,
+        recorded_at_ms=now_ms,
+        tasks=run.tasks,
+        landed_records=landed[0],
+        landed_bytes=landed[1],
+        decoded_messages=decoded[0],
+        row_changes=decoded[1],
+        ddl_events=decoded[2],
+        quarantined=decoded[3],
+        gold_rows=sum(t.rows or 0 for t in gold),
+        gold_consistent_ts=layers["gold"].ts,
+        lag_seconds={
+            layer: None if layers[layer].physical_ms is None else (now_ms - layers[layer].physical_ms) / 1000
+            for layer in LAYERS
+        },
+    )
+
+
+def collect_status(
+    spark,
+    config: PipelineConfig,
+    source_name: str,
+    run: RunInfo,
+    gold_rows: dict[str, int] | None = None,
+    now_ms: int | None = None,
+) -> SourceStatus:
+    """The source's status as of now, read from the bronze, silver, intermediate and gold tables; `gold_rows`
+    are the rows per gold table the run's gold build counted (a table it did not count is counted here)."""
+    source = config.source(source_name)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    ensure_tables(spark, "bronze")
+    ensure_tables(spark, "silver")
+    gold = _gold_tables(spark, source.name, gold_rows or {})
+    layers, consistency = _layer_times(spark, source.name, gold)
+    quarantined, reasons = _quarantine(spark, source.name)
+    gaps_total, gaps = _gaps(spark, source.name)
+    return SourceStatus(
+        source=source.name,
+        protocol=source.protocol,
+        recorded_at_ms=now_ms,
+        layers=layers,
+        consistency=consistency,
+        partitions=[
+            PartitionOffset(topic, partition, offset)
+            for (topic, partition), offset in sorted(committed_offsets(spark, source.name).items())
+        ],
+        quarantined=quarantined,
+        quarantine=reasons,
+        gaps_total=gaps_total,
+        gaps=gaps,
+        needing_snapshot=[f"{t.database}.{t.table}" for t in gold if t.needs_snapshot],
+        gold_tables=gold,
+        history=[_run_record(spark, source.name, run, now_ms, layers, gold)],
+    )
+
+
+def record_status(
+    spark, config: PipelineConfig, source_name: str, run: RunInfo, gold_rows: dict[str, int] | None = None
+) -> Path:
+    """Collect the source's status and write it where the status page reads it; returns the file."""
+    return write_snapshot(config.local_dir, asdict(collect_status(spark, config, source_name, run, gold_rows)))

@@ -1,0 +1,100 @@
+"""What the status page, its JSON and `/metrics` show: each source's snapshot, with lags as of now and the
+broker's offsets asked live. Plain dicts of numbers and strings, the same for all three.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from spark_jobs.config import PipelineConfig, SourceSettings
+from spark_jobs.status.live import BrokerOffsets, high_watermarks
+from spark_jobs.status.snapshot import LAYERS, read_snapshot
+
+
+def _ratio(count: int | None, seconds: float | None) -> float | None:
+    return count / seconds if count is not None and seconds else None
+
+
+def _task_seconds(run: dict, task: str) -> float | None:
+    return (run.get("tasks", {}).get(task) or {}).get("seconds")
+
+
+def _runs(history: list[dict]) -> list[dict]:
+    """Newest first, with the rates of landing (records/s) and decoding (messages/s) over their tasks' durations."""
+    return [
+        {
+            **run,
+            "landed_per_second": _ratio(run["landed_records"], _task_seconds(run, "land")),
+            "decoded_per_second": _ratio(run["decoded_messages"], _task_seconds(run, "decode")),
+        }
+        for run in reversed(history)
+    ]
+
+
+def _partitions(snapshot: dict, broker: BrokerOffsets) -> list[dict]:
+    """Landed offset against the broker's high watermark, for every partition either side knows."""
+    landed = {(p["topic"], p["partition"]): p["landed_offset"] for p in snapshot.get("partitions", [])}
+    rows = []
+    for topic, partition in sorted(set(landed) | set(broker.high_watermarks)):
+        offset = landed.get((topic, partition))
+        high = broker.high_watermarks.get((topic, partition))
+        rows.append(
+            {
+                "topic": topic,
+                "partition": partition,
+                "landed_offset": offset,
+                "high_watermark": high,
+                "offset_lag": high - offset if high is not None and offset is not None else None,
+            }
+        )
+    return rows
+
+
+def source_view(source: SourceSettings, snapshot: dict | None, broker: BrokerOffsets, now_ms: int) -> dict:
+    """One source as shown; `recorded` is False until the ingest DAG has written a snapshot."""
+    view = {
+        "source": source.name,
+        "protocol": source.protocol,
+        "broker": "reachable" if broker.reachable else "broker unreachable",
+        "recorded": snapshot is not None,
+    }
+    if snapshot is None:
+        return {**view, "partitions": _partitions({}, broker)}
+    layers = snapshot["layers"]
+    return {
+        **view,
+        "recorded_at_ms": snapshot["recorded_at_ms"],
+        "snapshot_age_seconds": (now_ms - snapshot["recorded_at_ms"]) / 1000,
+        "consistency": snapshot["consistency"],
+        "layers": [
+            {
+                "layer": layer,
+                "ts": layers[layer]["ts"],
+                "physical_ms": layers[layer]["physical_ms"],
+                "lag_seconds": None
+                if layers[layer]["physical_ms"] is None
+                else (now_ms - layers[layer]["physical_ms"]) / 1000,
+            }
+            for layer in LAYERS
+        ],
+        "partitions": _partitions(snapshot, broker),
+        "runs": _runs(snapshot["history"]),
+        "quarantined": snapshot["quarantined"],
+        "quarantine": snapshot["quarantine"],
+        "gaps_total": snapshot["gaps_total"],
+        "gaps": snapshot["gaps"],
+        "needing_snapshot": snapshot["needing_snapshot"],
+        "gold_tables": snapshot["gold_tables"],
+    }
+
+
+def status_views(config: PipelineConfig, now_ms: int | None = None) -> list[dict]:
+    """Every configured source, its broker asked in parallel so one unreachable broker costs one timeout."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    with ThreadPoolExecutor(max_workers=min(8, len(config.sources))) as pool:
+        brokers = list(pool.map(high_watermarks, config.sources))
+    return [
+        source_view(source, read_snapshot(config.local_dir, source.name), broker, now_ms)
+        for source, broker in zip(config.sources, brokers)
+    ]
