@@ -42,7 +42,8 @@
     {%- endif -%}
     {%- set source_name = var('source_name') -%}
     {%- set table_query -%}
-        select to_json(columns), schema_fingerprint, consistent_ts, truncated_at_ts, upstream_database, upstream_table
+        select to_json(columns), schema_fingerprint, consistent_ts, truncated_at_ts, upstream_database, upstream_table,
+               consistency
         from {{ ref('int_gold_tables') }}
         where source_name = {{ sql_string(source_name) }} and table_uid = {{ sql_string(table_uid) }}
     {%- endset -%}
@@ -60,7 +61,7 @@
         'exists': false, 'mode': 'rebuild', 'reason': 'new table',
         'columns': fromjson(table[0]), 'fingerprint': table[1], 'consistent_ts': table[2],
         'truncated_at_ts': table[3], 'silver_seq': silver_seq,
-        'upstream': table[4] ~ '.' ~ table[5],
+        'upstream': table[4] ~ '.' ~ table[5], 'consistency': table[6],
         'previous_consistent_ts': none, 'previous_silver_seq': none} -%}
     {%- set existing = adapter.get_relation(database=this.database, schema=this.schema, identifier=this.identifier) -%}
     {%- if existing is not none -%}
@@ -216,6 +217,7 @@ select * from typed
     'ticdc.table-uid' = {{ sql_string(table_uid) }},
     'ticdc.upstream-table' = {{ sql_string(plan.upstream) }},
     'ticdc.consistent-ts' = '{{ sql_integer(plan.consistent_ts) }}',
+    'ticdc.consistency' = {{ sql_string(plan.consistency) }},
     'ticdc.silver-seq' = '{{ sql_integer(plan.silver_seq) }}',
     'ticdc.schema-fingerprint' = {{ sql_string(plan.fingerprint) }}
 {%- endmacro %}

@@ -18,6 +18,7 @@ from pathlib import Path
 from spark_jobs.errors import DbtError
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
+from spark_jobs.runtime.logs import verbose_requested
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def run_dbt(args: list[str], source_name: str, work_dir: Path, extra_vars: dict 
             *("--project-dir", project, "--profiles-dir", project),
             *("--target-path", str(work_dir / "target"), "--log-path", str(work_dir / "logs")),
             *("--vars", json.dumps({"source_name": source_name, **(extra_vars or {})})),
-            "--quiet",
+            *([] if verbose_requested() else ["--quiet"]),
         ]
     )
     if not result.success:

@@ -349,25 +349,23 @@ def _inferred_from_rows(source: str, protocol: str, r, commit_ts: int, known: di
         r["database"], r["table"], columns, list(r["key_columns"]), commit_ts, previous=previous
     )
     known[name] = schema
+    origin = "the Avro writer schema" if protocol == "avro" else "the row messages"
     if previous is None:
-        ddl_type, note = "create_table", "table seen in row messages"
+        ddl_type, sql = "create_table", f"inferred from {origin}: table seen"
     else:
-        before = {c["name"] for c in previous["columns"]}
-        after = {c for c, _ in columns}
-        kinds = {
-            k
-            for k, changed in (
-                ("add_column", after - before),
-                ("drop_column", before - after),
-                ("modify_column", after & before),
-            )
-            if changed
-        }
-        ddl_type = kinds.pop() if len(kinds) == 1 else "multi_schema_change"
-        note = "writer schema changed"
-    return [
-        _event(source, r["database"], r["table"], commit_ts, ddl_type, f"inferred: {note}", schema, "inferred", where)
-    ]
+        before = {c["name"]: c["type"] for c in previous["columns"]}
+        after = dict(columns)
+        changes = (
+            ("add_column", "added", [c for c in after if c not in before]),
+            ("drop_column", "dropped", [c for c in before if c not in after]),
+            ("modify_column", "retyped", [c for c in after if c in before and before[c] != after[c]]),
+        )
+        kinds = [kind for kind, _, cols in changes if cols]
+        ddl_type = kinds[0] if len(kinds) == 1 else "multi_schema_change"
+        sql = f"inferred from {origin}: " + "; ".join(
+            f"{label} {', '.join(cols)}" for _, label, cols in changes if cols
+        )
+    return [_event(source, r["database"], r["table"], commit_ts, ddl_type, sql, schema, "inferred", where)]
 
 
 def _event(
