@@ -62,6 +62,11 @@ def _dags_folder():
     return Path(__file__).resolve().parents[2] / "dags"
 
 
+def of_shop(spark, table: str) -> int:
+    """Rows of the shop source in a bronze or silver table (other tests' sources share the tables)."""
+    return spark.table(table).where("source = 'shop'").count()
+
+
 def last_watermark(events) -> int:
     return max(e.ts for e in events if isinstance(e, Watermark))
 
@@ -91,8 +96,8 @@ def test_ingest_dag_builds_gold_equal_to_upstream(broker, pipeline_config, spark
     landed = publish(broker, shop, first)
 
     run_dag(airflow_db)
-    assert spark.table(BRONZE_MESSAGES).count() == landed
-    assert spark.table(SILVER_QUARANTINE).count() == 0
+    assert of_shop(spark, BRONZE_MESSAGES) == landed
+    assert of_shop(spark, SILVER_QUARANTINE) == 0
     assert_gold_equals_oracle(spark, first, last_watermark(first), GOLD_V1)
     assert [c.name for c in spark.table("gold_shop.shop__customers").schema][3:] == [
         "id",
@@ -107,24 +112,24 @@ def test_ingest_dag_builds_gold_equal_to_upstream(broker, pipeline_config, spark
     # a second run with nothing new changes nothing: same rows, no new gold snapshot
     before_rows = {t: sorted(map(tuple, spark.table(t).collect())) for t in GOLD}
     before_snapshots = gold_snapshots(spark)
-    silver_before = spark.table(SILVER_ROW_CHANGES).count()
+    silver_before = of_shop(spark, SILVER_ROW_CHANGES)
     run_dag(airflow_db)
     assert gold_snapshots(spark) == before_snapshots
     assert {t: sorted(map(tuple, spark.table(t).collect())) for t in GOLD} == before_rows
-    assert spark.table(SILVER_ROW_CHANGES).count() == silver_before
+    assert of_shop(spark, SILVER_ROW_CHANGES) == silver_before
 
     # more messages (ADD COLUMN, new rows, deletes, one change after the last watermark): exactly those apply
     more = shop_stream_more()
     landed += publish(broker, shop, more)
     run_dag(airflow_db)
     everything = first + more
-    assert spark.table(BRONZE_MESSAGES).count() == landed
+    assert of_shop(spark, BRONZE_MESSAGES) == landed
     new_row_changes = sum(
         1 + (e.op == "update" and e.before[e.table.key[0]] != e.after[e.table.key[0]])
         for e in more
         if isinstance(e, RowChange)
     )
-    assert spark.table(SILVER_ROW_CHANGES).count() == silver_before + new_row_changes
+    assert of_shop(spark, SILVER_ROW_CHANGES) == silver_before + new_row_changes
     consistent = last_watermark(everything)
     assert consistent == tso(10_008)
     assert_gold_equals_oracle(spark, everything, consistent, GOLD)
@@ -132,7 +137,8 @@ def test_ingest_dag_builds_gold_equal_to_upstream(broker, pipeline_config, spark
     assert 3 in {r["id"] for r in spark.table("gold_shop.shop__customers").collect()}
     assert (
         spark.sql(
-            f"SELECT count(*) FROM {SILVER_ROW_CHANGES} WHERE `table` = :table AND op = 'delete' AND row_key = :key",
+            f"SELECT count(*) FROM {SILVER_ROW_CHANGES} WHERE source = 'shop' AND `table` = :table AND op = 'delete'"
+            " AND row_key = :key",
             args={"table": "customers", "key": '["3"]'},
         ).collect()[0][0]
         == 1
