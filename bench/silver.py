@@ -200,23 +200,14 @@ def stage_bronze(protocol: str, options: dict, target: int, staging: Path) -> di
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from spark_jobs.bronze.kafka_reader import MESSAGE_SCHEMA
     from spark_jobs.devkit.simulator.stream import encode_stream, make_encoder
 
     make_encoder(protocol, options)  # imports the encoder's modules before parse_type is cached
     _cache_parse_type()
 
     staging.mkdir(parents=True, exist_ok=True)
-    schema = pa.schema(
-        [
-            ("topic", pa.string()),
-            ("partition", pa.int32()),
-            ("offset", pa.int64()),
-            ("timestamp", pa.timestamp("us", tz="UTC")),
-            ("key", pa.binary()),
-            ("value", pa.binary()),
-            ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-        ]
-    )
+    schema = MESSAGE_SCHEMA
     stream = OrdersStream()
     next_offset = [0] * PARTITIONS
     written = value_bytes = files = 0

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import Asset, Param, dag, get_current_context, task
 
 from spark_jobs.config import configured_source_names
+from spark_jobs.runtime.freshness import failure_callback
 
 
 def gold_asset(source_name: str) -> Asset:
@@ -21,7 +22,13 @@ def ingest_dag(source_name: str):
         catchup=False,
         max_active_runs=1,
         max_active_tasks=1,
-        default_args={"retries": 2, "retry_delay": timedelta(minutes=1)},
+        default_args={
+            "retries": 3,
+            "retry_delay": timedelta(seconds=30),
+            "retry_exponential_backoff": True,
+            "max_retry_delay": timedelta(minutes=10),
+            "on_failure_callback": failure_callback(source_name),
+        },
         tags=["ticdc-lakehouse", "ingest", source_name],
         params={
             "rebuild_gold": Param(
@@ -47,12 +54,18 @@ def ingest_dag(source_name: str):
         4. **publish_gold**: dbt replays the DDL history and builds `gold_<source>.<database>__<table>`
            up to the source's consistent timestamp, runs the dbt tests of every gold table, and updates
            the gold asset. Trigger with **rebuild_gold** to rebuild the source's gold from silver;
-        5. **record_status**: the numbers of the status page (Browse > Pipeline status), read from the
+        5. **check_freshness**: the age of the consistent timestamp in TiDB time against the config's
+           `freshness.warn_after` (a warning line, state `warn` in the return value) and `freshness.error_after`
+           (the task fails, not retried), then `dbt source freshness` on silver's watermarks (protocols that
+           send them);
+        6. **record_status**: the numbers of the status page (Browse > Pipeline status), read from the
            tables; it runs even when a layer failed, since that is when the page is looked at;
-        6. **generate_docs**: `dbt docs generate` against the gold tables just built (Browse > dbt docs).
+        7. **generate_docs**: `dbt docs generate` against the gold tables just built (Browse > dbt docs).
 
         Every task is idempotent: running it again for the same input changes nothing. Runs of one
-        source never overlap. The task logs say what happened in numbers.
+        source never overlap. The task logs say what happened in numbers. A failed task is retried with
+        exponential backoff (30 s, 1 min, 2 min: transient faults such as a broker restart or a concurrent
+        commit pass); each failure logs one `ticdc-lake alert:` line with the task, the source and the cause.
         """
 
         @task
@@ -110,6 +123,41 @@ def ingest_dag(source_name: str):
                 "needing_snapshot": r.needing_snapshot,
             }
 
+        @task
+        def check_freshness(published: dict) -> dict:
+            """Warn or fail when gold's consistent timestamp is older than the config allows; returns the state."""
+            import time
+
+            from airflow.sdk.exceptions import AirflowFailException
+
+            from spark_jobs.codecs import sends_watermarks
+            from spark_jobs.config import load_config
+            from spark_jobs.gold.build import run_dbt
+            from spark_jobs.runtime import freshness
+            from spark_jobs.runtime.spark_session import get_spark
+
+            config = load_config()
+            source = config.source(source_name)
+            check = freshness.check_freshness(
+                source_name, published["consistent_ts"], int(time.time() * 1000), config.freshness
+            )
+            if check.state == freshness.ERROR:
+                raise AirflowFailException(check.line())
+            if check.state == freshness.WARN:
+                freshness.log.warning("%s", check.line())
+            else:
+                freshness.log.info("%s", check.line())
+            if sends_watermarks(source.protocol, source.options):
+                get_spark(config)  # dbt runs inside this process's session
+                run_dbt(
+                    ["source", "freshness", "--select", "source:silver.watermarks"],
+                    source_name,
+                    config.local_dir / "dbt",
+                    freshness.dbt_freshness_vars(config.freshness),
+                )
+            age = check.age.total_seconds() if check.age is not None else None
+            return {"state": check.state, "consistent_ts": check.consistent_ts, "age_seconds": age}
+
         @task(trigger_rule="all_done")
         def record_status(published: dict | None) -> str:
             """Write the source's status snapshot (the status page reads it, without Spark): numbers from the
@@ -156,6 +204,7 @@ def ingest_dag(source_name: str):
         # record_status is not last: a DAG run's state is its last tasks', and it succeeds after a failed layer
         published = publish_gold()
         check_config() >> land() >> decode() >> published
+        check_freshness(published)
         record_status(published) >> generate_docs(published)
 
     return ingest()

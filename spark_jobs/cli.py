@@ -1,4 +1,4 @@
-"""`ticdc-lake`: decode messages, check the config, run one pipeline step, run the demo."""
+"""`ticdc-lake`: decode messages, check the config, run one pipeline step, maintain the tables, run the demo."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from pathlib import Path
 import orjson
 
 from spark_jobs.codecs import PROTOCOLS, DecodeError, make_decoder
-from spark_jobs.errors import ConfigError
+from spark_jobs.errors import ConfigError, TransientFault
 from spark_jobs.runtime.logs import configure_logging
+
+EXIT_TRANSIENT = 75  # EX_TEMPFAIL: try again later
 
 
 def _parse_option(text: str) -> tuple[str, str]:
@@ -183,6 +185,41 @@ def cmd_quarantine(args) -> int:
     return 0
 
 
+def cmd_maintain(args) -> int:
+    """Compact, expire and clean the tables; one line per table, then the totals."""
+    from spark_jobs.config import load_config
+    from spark_jobs.runtime.maintenance import maintain, summary_line
+    from spark_jobs.runtime.spark_session import get_spark
+
+    config = load_config(args.config)
+    if args.source:
+        config.source(args.source)
+    results = maintain(get_spark(config, "ticdc-lake maintain"), config, args.source)
+    for result in results:
+        print(result.line())
+    print(f"maintenance: {summary_line(results)}")
+    return 0
+
+
+def cmd_as_of(args) -> int:
+    """A table's rows at a TiDB timestamp or time, from its history table."""
+    import datetime as dt
+
+    from spark_jobs.gold.history import as_of, split_table, ts_at
+
+    try:
+        database, table = split_table(args.table)
+        ts = args.ts if args.ts is not None else ts_at(dt.datetime.fromisoformat(args.time))
+        _, spark = _pipeline(args)
+        rows = as_of(spark, args.source, database, table, ts)
+    except ValueError as exc:
+        print(f"ticdc-lake as-of: {exc}", file=sys.stderr)
+        return 2
+    rows.show(args.limit, truncate=False)
+    print(f"{database}.{table} as of TiDB ts {ts}: {rows.count()} rows")
+    return 0
+
+
 def cmd_config(args) -> int:
     from spark_jobs.config import load_config
 
@@ -243,6 +280,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="messages to list")
     p.set_defaults(func=cmd_quarantine)
 
+    p = sub.add_parser(
+        "maintain", help="compact, expire snapshots and remove orphan files of every table; drop stale landing branches"
+    )
+    p.add_argument("--source", help="only this source's gold tables (bronze and silver are shared: always)")
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_maintain)
+
+    p = sub.add_parser("as-of", help="a table's rows as they were at a TiDB timestamp or time, from its history")
+    p.add_argument("--source", required=True)
+    p.add_argument("--table", required=True, help="database.table as upstream names it (`a.b`.`c` for dots)")
+    moment = p.add_mutually_exclusive_group(required=True)
+    moment.add_argument("--ts", type=int, help="a TiDB timestamp (TSO)")
+    moment.add_argument("--time", help="an ISO time (UTC unless it says): every commit up to that millisecond")
+    p.add_argument("--limit", type=int, default=50, help="rows to show")
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_as_of)
+
     p = sub.add_parser("demo", help="the embedded demo: broker, change stream, pipeline DAG, gold tables")
     p.add_argument("--config")
     p.set_defaults(func=cmd_demo)
@@ -257,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"ticdc-lake {args.command}: {exc}", file=sys.stderr)
         return 2
+    except TransientFault as exc:  # a service down or refusing credentials: retry later, nothing was written
+        print(f"ticdc-lake {args.command}: {exc}", file=sys.stderr)
+        return EXIT_TRANSIENT
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = PROJECT_ROOT / "config" / "pipeline.yaml"
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_DURATION_RE = re.compile(r"(\d+)([smhd])")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 @dataclass(frozen=True)
@@ -105,9 +108,36 @@ class SourceSettings:
 
 
 @dataclass(frozen=True)
+class MaintenanceSettings:
+    """What `ticdc-lake maintain` keeps of every table (snapshots referenced by a tag or branch are always kept)."""
+
+    snapshot_retention_days: int = 7  # snapshots older than this are expired ...
+    retain_last: int = 10  # ... but never the newest this many of main
+    orphan_age_hours: int = 72  # files no snapshot references are deleted once older than this
+
+
+@dataclass(frozen=True)
+class FreshnessSettings:
+    """How old a source's consistent timestamp may be (durations: 90s, 30m, 2h, 1d); no error_after: never fail."""
+
+    warn_after: str = "30m"
+    error_after: str | None = None
+
+    @property
+    def warn(self) -> timedelta:
+        return parse_duration(self.warn_after)
+
+    @property
+    def error(self) -> timedelta | None:
+        return parse_duration(self.error_after) if self.error_after is not None else None
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     sources: list[SourceSettings]
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    maintenance: MaintenanceSettings = field(default_factory=MaintenanceSettings)
+    freshness: FreshnessSettings = field(default_factory=FreshnessSettings)
     path: Path = Path(".")
 
     def source(self, name: str) -> SourceSettings:
@@ -120,6 +150,14 @@ class PipelineConfig:
     def local_dir(self) -> Path:
         p = Path(self.runtime.local_dir)
         return p if p.is_absolute() else (self.path.parent / p).resolve()
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90s`, `30m`, `2h` or `1d` as a timedelta; ValueError for anything else."""
+    match = _DURATION_RE.fullmatch(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration; use a whole number and s, m, h or d (30m, 2h)")
+    return timedelta(seconds=int(match[1]) * _DURATION_UNITS[match[2]])
 
 
 def _expand_env(value: str) -> str:
@@ -207,6 +245,26 @@ def _check(config: PipelineConfig, file: Path) -> None:
         raise fail("runtime.catalog.uri", "required in cluster mode")
     if rt.catalog.type not in ("hive", "rest"):
         raise fail("runtime.catalog.type", f"{rt.catalog.type!r} is not allowed; allowed: hive, rest")
+    m = config.maintenance
+    if m.snapshot_retention_days < 0:
+        raise fail("maintenance.snapshot_retention_days", f"must be 0 or more, got {m.snapshot_retention_days}")
+    if m.retain_last < 1:
+        raise fail("maintenance.retain_last", f"must be 1 or more, got {m.retain_last}")
+    if m.orphan_age_hours < 0:
+        raise fail("maintenance.orphan_age_hours", f"must be 0 or more, got {m.orphan_age_hours}")
+    durations = {}
+    for key in ("warn_after", "error_after"):
+        text = getattr(config.freshness, key)
+        if text is None:
+            continue
+        try:
+            durations[key] = parse_duration(text)
+        except ValueError as exc:
+            raise fail(f"freshness.{key}", str(exc)) from None
+        if not durations[key]:
+            raise fail(f"freshness.{key}", "must be longer than 0")
+    if "error_after" in durations and durations["warn_after"] > durations["error_after"]:
+        raise fail("freshness.warn_after", "must not be longer than freshness.error_after")
     if not config.sources:
         raise fail("sources", "at least one source is required")
     names: set[str] = set()

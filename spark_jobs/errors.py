@@ -1,20 +1,34 @@
 """The pipeline's named errors, in one place: callers catch a class, never a bare RuntimeError or a message.
 
 ConfigError is defined beside the codecs (they raise it for bad options) and re-exported here.
+
+A TransientFault is a service that did not answer, timed out or refused the credentials: the task stops
+with one line (source, what, where, what to check) before it writes anything, nothing is quarantined for
+it, and the next run after recovery continues exactly (Airflow retries the task with backoff).
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from spark_jobs.codecs.errors import ConfigError
 
 __all__ = [
     "BrokerUnavailableError",
+    "ClaimCheckUnavailableError",
     "ConcurrentLandingError",
     "ConfigError",
     "DbtError",
     "KafkaRangeError",
     "LandingGapError",
     "LandingInvariantError",
+    "RegistryUnavailableError",
+    "TransientFault",
+    "named_transient_faults",
+    "redact_address",
+    "transient_fault_in",
 ]
 
 
@@ -38,5 +52,82 @@ class DbtError(RuntimeError):
     """A dbt command building or testing gold failed; the message is dbt's own."""
 
 
-class BrokerUnavailableError(RuntimeError):
-    """The Kafka broker could not be reached within the timeout."""
+class TransientFault(RuntimeError):
+    """A service was unreachable, timed out or refused the credentials: not the data's fault, so retry.
+
+    `detail` is the line without the source (the codecs that raise it inside Spark tasks do not know the
+    source); `for_source` adds it where the source is known.
+    """
+
+    service = "service"
+
+    def __init__(self, detail: str, source: str | None = None):
+        self.detail, self.source = detail, source
+        super().__init__(f"source {source}: {detail}" if source else detail)
+
+    def __reduce__(self):
+        return type(self), (self.detail, self.source)
+
+    @classmethod
+    def at(cls, address: str, problem: str, check: str, source: str | None = None) -> TransientFault:
+        """`<service> <address, credentials redacted> <problem>; check <what to check>`."""
+        return cls(f"{cls.service} {redact_address(address)} {problem}; check {check}", source)
+
+    def for_source(self, source: str) -> TransientFault:
+        return self if self.source == source else type(self)(self.detail, source)
+
+
+class BrokerUnavailableError(TransientFault):
+    """The Kafka broker could not be reached (or refused the credentials) within the timeout."""
+
+    service = "Kafka broker"
+
+
+class RegistryUnavailableError(TransientFault):
+    """The Schema Registry was unreachable, timed out, refused the credentials or answered 5xx."""
+
+    service = "schema registry"
+
+
+class ClaimCheckUnavailableError(TransientFault):
+    """The claim-check store could not be read: down, not mounted, or permission denied."""
+
+    service = "claim-check store"
+
+
+_USERINFO = re.compile(r"(?:(?<=//)|(?<=^)|(?<=,))[^/@\s,]*@")
+_QUERY_VALUE = re.compile(r"(?<=[?&])([^=&#\s]+)=[^&#\s]*")
+
+
+def redact_address(address: str) -> str:
+    """An address fit for a log line: no `user:password@`, no query-string values (tokens, signatures)."""
+    return _QUERY_VALUE.sub(r"\1=***", _USERINFO.sub("", address))
+
+
+_WORKER_FAULT = re.compile(r"^spark_jobs\.errors\.(\w+): (.+)$", re.MULTILINE)
+
+
+def transient_fault_in(exc: BaseException, source: str) -> TransientFault | None:
+    """The TransientFault a Spark task raised, rebuilt on the driver from the worker's traceback (Spark
+    hands it over as a PythonException whose text holds that traceback); None for any other failure."""
+    if isinstance(exc, TransientFault):
+        return exc.for_source(source)
+    found = _WORKER_FAULT.findall(str(exc))
+    for name, detail in reversed(found):
+        cls = globals().get(name)
+        if isinstance(cls, type) and issubclass(cls, TransientFault):
+            return cls(detail.strip(), source)
+    return None
+
+
+@contextmanager
+def named_transient_faults(source: str) -> Iterator[None]:
+    """Around Spark actions on the driver: a TransientFault a task raised comes out as itself, with the
+    source, instead of a PythonException with the worker's traceback; every other failure as it was."""
+    try:
+        yield
+    except Exception as exc:
+        fault = transient_fault_in(exc, source)
+        if fault is None or fault is exc:
+            raise
+        raise fault from None

@@ -10,10 +10,13 @@
   dropped and added again is a new id, so old values never come back; a renamed column keeps its id.
 
   The materialization decides per run (gold_refresh_plan):
-  - rebuild: the gold table does not exist, its schema fingerprint differs from the latest published
-    schema (a DDL changed columns, names or keys), a TRUNCATE was published since, or a rebuild was
-    asked for (`dbt run --full-refresh`, `ticdc-lake gold --rebuild`); the table is replaced from
-    silver in one commit;
+  - rebuild: the gold table does not exist, its shape differs from the latest published schema in
+    more than widened types (a DDL added, dropped or renamed columns, changed the key or changed a type
+    so that values change), a TRUNCATE was published since, or a rebuild was asked for (`dbt run
+    --full-refresh`, `ticdc-lake gold --rebuild`); the table is replaced from silver in one commit;
+  - widened in place: the only change is a type whose gold type stays or widens as Iceberg can promote
+    it (int -> bigint, float -> double, a decimal's precision): the columns are altered in place, then
+    the run goes on incrementally;
   - incremental: only the keys that changed are recomputed, from every change silver holds for them
     (not only the new ones), so a late row never overwrites a newer one and a delete stays deleted.
     Changed keys are those with a change silver gained since the last run (silver_seq) or a change the
@@ -36,14 +39,14 @@
 {#- What this run does for one gold table, read from the table's properties and the DDL history. -#}
 {% macro gold_refresh_plan(table_uid) %}
     {#- declared here, where dbt's parser sees them, though only read at execution -#}
-    {%- set _ = [ref('int_gold_tables'), ref('stg_row_changes')] -%}
+    {%- set _ = [ref('int_gold_tables')] -%}
     {%- if not execute -%}
         {{ return({'mode': 'rebuild', 'columns': [], 'exists': false}) }}
     {%- endif -%}
     {%- set source_name = var('source_name') -%}
     {%- set table_query -%}
         select to_json(columns), schema_fingerprint, consistent_ts, truncated_at_ts, upstream_database, upstream_table,
-               consistency
+               consistency, to_json(key_columns), silver_seq
         from {{ ref('int_gold_tables') }}
         where source_name = {{ sql_string(source_name) }} and table_uid = {{ sql_string(table_uid) }}
     {%- endset -%}
@@ -52,17 +55,14 @@
         {{ exceptions.raise_compiler_error("no published schema for table " ~ table_uid ~ " of source " ~ source_name) }}
     {%- endif -%}
     {%- set table = rows[0] -%}
-    {%- set seq_query -%}
-        select coalesce(max(silver_seq), 0) from {{ ref('stg_row_changes') }}
-        where source_name = {{ sql_string(source_name) }}
-    {%- endset -%}
-    {%- set silver_seq = run_query(seq_query).columns[0].values()[0] -%}
+    {%- set silver_seq = table[8] if table[8] is not none else 0 -%}
     {%- set plan = {
         'exists': false, 'mode': 'rebuild', 'reason': 'new table',
         'columns': fromjson(table[0]), 'fingerprint': table[1], 'consistent_ts': table[2],
         'truncated_at_ts': table[3], 'silver_seq': silver_seq,
         'upstream': table[4] ~ '.' ~ table[5], 'consistency': table[6],
-        'previous_consistent_ts': none, 'previous_silver_seq': none} -%}
+        'previous_consistent_ts': none, 'previous_silver_seq': none, 'widened': []} -%}
+    {%- do plan.update({'shape': gold_shape(plan.columns, fromjson(table[7]))}) -%}
     {%- set existing = adapter.get_relation(database=this.database, schema=this.schema, identifier=this.identifier) -%}
     {%- if existing is not none -%}
         {%- set props = {} -%}
@@ -72,34 +72,96 @@
         {%- do plan.update({'exists': true,
                             'previous_consistent_ts': props.get('ticdc.consistent-ts'),
                             'previous_silver_seq': props.get('ticdc.silver-seq')}) -%}
+        {%- set widened = gold_widened_columns(props.get('ticdc.shape'), plan.shape) -%}
         {%- if flags.FULL_REFRESH -%}
             {%- do plan.update({'reason': 'rebuild requested'}) -%}
-        {%- elif props.get('ticdc.schema-fingerprint') != plan.fingerprint -%}
-            {%- do plan.update({'reason': 'schema changed'}) -%}
         {%- elif plan.truncated_at_ts is not none and (plan.previous_consistent_ts is none
                  or plan.truncated_at_ts | int > plan.previous_consistent_ts | int) -%}
             {%- do plan.update({'reason': 'truncated'}) -%}
         {%- elif plan.previous_consistent_ts is none or plan.previous_silver_seq is none -%}
             {%- do plan.update({'reason': 'no record of the last run'}) -%}
+        {%- elif props.get('ticdc.schema-fingerprint') != plan.fingerprint and widened is none -%}
+            {%- do plan.update({'reason': 'schema changed: columns, key or a type that changes values'}) -%}
         {%- else -%}
-            {%- do plan.update({'mode': 'incremental', 'reason': 'changes since the last run'}) -%}
+            {%- do plan.update({'mode': 'incremental', 'reason': 'changes since the last run', 'widened': widened or []}) -%}
         {%- endif -%}
     {%- endif -%}
     {{ return(plan) }}
 {% endmacro %}
 
 
-{#- The model body: rows to publish (rebuild) or to merge (incremental, deletes included). -#}
-{% macro gold_current_state(table_uid) %}
-{%- set source_name = var('source_name') -%}
-{%- set plan = gold_refresh_plan(table_uid) -%}
+{#- What a gold table holds: its key and its columns' ids, names and gold types (a column dropped and added
+    again under its old name is a new id, whose old values must not come back). -#}
+{% macro gold_shape(columns, key_columns) -%}
+    {%- set shaped = [] -%}
+    {%- for column in columns -%}
+        {%- do shaped.append([column['id'], column['name'], gold_type(column['type']) | trim]) -%}
+    {%- endfor -%}
+    {{ return({'key': key_columns, 'columns': shaped}) }}
+{%- endmacro %}
 
-with
 
+{#- The columns to widen in place to go from the recorded shape (JSON) to `shape`: [] when nothing changes,
+    none when the change is more than Iceberg's type promotions (the table is then rebuilt). -#}
+{% macro gold_widened_columns(recorded_json, shape) -%}
+    {%- if recorded_json is none -%} {{ return(none) }} {%- endif -%}
+    {%- set recorded = fromjson(recorded_json) -%}
+    {%- if recorded['key'] != shape['key'] or recorded['columns'] | length != shape['columns'] | length -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set widened = [] -%}
+    {%- for old, new in zip(recorded['columns'], shape['columns']) -%}
+        {%- if old[0] != new[0] or old[1] != new[1] -%} {{ return(none) }} {%- endif -%}
+        {%- if old[2] != new[2] -%}
+            {%- if not gold_type_promotes(old[2], new[2]) -%} {{ return(none) }} {%- endif -%}
+            {%- do widened.append([new[1], new[2]]) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(widened) }}
+{%- endmacro %}
+
+
+{#- Iceberg's type promotions: the values stay what they were. -#}
+{% macro gold_type_promotes(old, new) -%}
+    {%- if (old, new) in [('int', 'bigint'), ('float', 'double')] -%} {{ return(true) }} {%- endif -%}
+    {%- set pattern = 'decimal\\(([0-9]+),([0-9]+)\\)' -%}
+    {%- set a = modules.re.fullmatch(pattern, old) -%}
+    {%- set b = modules.re.fullmatch(pattern, new) -%}
+    {{ return(a is not none and b is not none and a.group(2) == b.group(2) and b.group(1) | int > a.group(1) | int) }}
+{%- endmacro %}
+
+
+{#- A change's values in the table's latest shape (gold_table.columns), by stable column id through the
+    schema version the change was written under: a column added after the change shows the value TiDB gives
+    existing rows (origin_default); a column dropped and added again is a new id, so old values never come
+    back; a renamed column keeps its id. Canonical text, in gold_table's column order. -#}
+{% macro gold_values(change) -%}
+    transform(
+            gold_table.columns,
+            c -> case
+                when exists({{ change }}.version_columns, v -> v.id = c.id)
+                    then element_at({{ change }}.after, filter({{ change }}.version_columns, v -> v.id = c.id)[0].name)
+                else c.origin_default
+            end
+        )
+{%- endmacro %}
+
+
+{#- The `_values` array as the table's typed, named columns, each after a comma. -#}
+{% macro gold_typed_columns(plan) -%}
+    {%- for column in plan.columns %},
+        {{ cast_canonical('_values[' ~ loop.index0 ~ ']', column['type']) }} as {{ quote_name(column['name']) }}
+    {%- endfor -%}
+{%- endmacro %}
+
+
+{#- The import CTEs of a gold or history model: the table's row changes (every schema version, resolved to
+    its identity) and its published schema. -#}
+{% macro gold_table_inputs(table_uid) -%}
 table_changes as (
 
     select * from {{ ref('int_table_changes') }}
-    where source_name = {{ sql_string(source_name) }}
+    where source_name = {{ sql_string(var('source_name')) }}
       and table_uid = {{ sql_string(table_uid) }}
 
 ),
@@ -107,21 +169,16 @@ table_changes as (
 gold_table as (
 
     select * from {{ ref('int_gold_tables') }}
-    where source_name = {{ sql_string(source_name) }}
+    where source_name = {{ sql_string(var('source_name')) }}
       and table_uid = {{ sql_string(table_uid) }}
 
 ),
+{%- endmacro %}
 
-published_changes as (
 
-    select table_changes.*
-    from table_changes
-    inner join gold_table
-        on table_changes.commit_ts <= gold_table.consistent_ts
-        and table_changes.commit_ts > coalesce(gold_table.truncated_at_ts, -1)
-
-),
-
+{#- The CTEs after `published_changes` in a gold or history model: every published change of the keys to
+    refresh (incremental: keys with a change silver recorded or published since the last run; rebuild: all). -#}
+{% macro candidate_changes(plan) -%}
 {%- if plan.mode == 'incremental' %}
 
 changed_keys as (
@@ -151,6 +208,29 @@ candidate_changes as (
 ),
 
 {%- endif %}
+{%- endmacro %}
+
+
+{#- The model body: rows to publish (rebuild) or to merge (incremental, deletes included). -#}
+{% macro gold_current_state(table_uid) %}
+{%- set source_name = var('source_name') -%}
+{%- set plan = gold_refresh_plan(table_uid) -%}
+
+with
+
+{{ gold_table_inputs(table_uid) }}
+
+published_changes as (
+
+    select table_changes.*
+    from table_changes
+    inner join gold_table
+        on table_changes.commit_ts <= gold_table.consistent_ts
+        and table_changes.commit_ts > coalesce(gold_table.truncated_at_ts, -1)
+
+),
+
+{{ candidate_changes(plan) }}
 
 ranked as (
 
@@ -177,14 +257,7 @@ shaped as (
         latest.row_key as _row_key,
         latest.commit_ts as _commit_ts,
         latest.op as _op,
-        transform(
-            gold_table.columns,
-            c -> case
-                when exists(latest.version_columns, v -> v.id = c.id)
-                    then element_at(latest.after, filter(latest.version_columns, v -> v.id = c.id)[0].name)
-                else c.origin_default
-            end
-        ) as _values
+        {{ gold_values('latest') }} as _values
     from latest
     cross join gold_table
 
@@ -196,9 +269,7 @@ typed as (
         _row_key,
         _commit_ts,
         _op
-        {%- for column in plan.columns %},
-        {{ cast_canonical('_values[' ~ loop.index0 ~ ']', column['type']) }} as {{ quote_name(column['name']) }}
-        {%- endfor %}
+        {{- gold_typed_columns(plan) }}
     from shaped
 
 )
@@ -219,7 +290,8 @@ select * from typed
     'ticdc.consistent-ts' = '{{ sql_integer(plan.consistent_ts) }}',
     'ticdc.consistency' = {{ sql_string(plan.consistency) }},
     'ticdc.silver-seq' = '{{ sql_integer(plan.silver_seq) }}',
-    'ticdc.schema-fingerprint' = {{ sql_string(plan.fingerprint) }}
+    'ticdc.schema-fingerprint' = {{ sql_string(plan.fingerprint) }},
+    'ticdc.shape' = {{ sql_string(tojson(plan.shape)) }}
 {%- endmacro %}
 
 
@@ -238,6 +310,12 @@ select * from typed
             as {{ sql }}
         {%- endcall %}
     {%- else -%}
+        {%- for name, gold_type in plan.widened -%}
+            {{ log("gold " ~ target_relation ~ ": column widened in place to " ~ gold_type, info=true) }}
+            {% call statement('widen_' ~ loop.index) -%}
+                alter table {{ target_relation }} alter column {{ quote_name(name) }} type {{ gold_type }}
+            {%- endcall %}
+        {%- endfor -%}
         {%- set changed = run_query("select count(*) from (" ~ sql ~ ")").columns[0].values()[0] -%}
         {%- if changed > 0 -%}
             {% call statement('main') -%}
@@ -251,7 +329,7 @@ select * from typed
         {%- else -%}
             {% call statement('main') -%} select 'no changes for {{ target_relation }}' {%- endcall %}
         {%- endif -%}
-        {%- if changed > 0 or plan.previous_consistent_ts | string != plan.consistent_ts | string
+        {%- if changed > 0 or plan.widened or plan.previous_consistent_ts | string != plan.consistent_ts | string
               or plan.previous_silver_seq | string != plan.silver_seq | string -%}
             {% call statement('record_progress') -%}
                 alter table {{ target_relation }} set tblproperties ({{ gold_table_properties(plan, table_uid) }})

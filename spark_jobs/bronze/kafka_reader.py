@@ -2,18 +2,35 @@
 
 Assign and seek only: no consumer-group commits (the landing commit in Iceberg is the only record
 of progress). Keys, values and headers stay bytes; nothing is parsed.
+
+Every client here is quiet: librdkafka logs a line per connect retry (every 50 ms while a broker is down);
+a BrokerWatch counts them instead, and a broker that stays unreachable stops the run with one
+BrokerUnavailableError line saying for how long and how many attempts. The driver's metadata and watermark
+calls go through `metadata_consumer` for the same reason.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow as pa
 
-from spark_jobs.errors import KafkaRangeError
+from spark_jobs.errors import BrokerUnavailableError, KafkaRangeError
+
+log = logging.getLogger(__name__)
+
+BROKER_TIMEOUT_SECONDS = 30.0  # for each metadata, watermark and offsets-for-times call
+CHECK_BROKER = "that Kafka runs and kafka.bootstrap_servers (and the network, TLS settings) reach it"
+CHECK_CREDENTIALS = "kafka.sasl_username_env / sasl_password_env (or sasl_connection) and kafka.sasl_mechanism"
+_CONNECT_FAILED = re.compile(r"Connect to \S+ failed: (.+?)(?: \(after |$)")
+_SUPPRESSED = re.compile(r"(\d+) identical error\(s\) suppressed")
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-RECORD_SCHEMA = pa.schema(
+MESSAGE_SCHEMA = pa.schema(  # a Kafka record as bronze keeps it and silver's decoder reads it
     [
         ("topic", pa.string()),
         ("partition", pa.int32()),
@@ -22,10 +39,99 @@ RECORD_SCHEMA = pa.schema(
         ("key", pa.binary()),
         ("value", pa.binary()),
         ("headers", HEADER_TYPE),
+    ]
+)
+RECORD_SCHEMA = pa.schema(
+    [
+        *MESSAGE_SCHEMA,
         ("record_bytes", pa.int64()),
         ("stopped_early", pa.bool_()),  # on the last record of a range cut short by the byte budget
     ]
 )
+
+
+class BrokerWatch(logging.Handler):
+    """librdkafka's `logger` and `error_cb` for one client: what it would print, counted and kept for one line."""
+
+    def __init__(self, bootstrap: str):
+        super().__init__()
+        self.bootstrap = bootstrap
+        self.started = time.monotonic()
+        self.connect_failures = 0
+        self.last_failure: str | None = None
+        self.credentials_refused: str | None = None
+        self._logger = logging.Logger("ticdc-lake.librdkafka")  # outside the logging tree: nothing propagates
+        self._logger.addHandler(self)
+
+    def client_settings(self) -> dict:
+        return {"logger": self._logger, "error_cb": self.on_error}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = _CONNECT_FAILED.search(record.getMessage())
+        if found:
+            suppressed = _SUPPRESSED.search(record.getMessage())
+            self.connect_failures += 1 + (int(suppressed.group(1)) if suppressed else 0)
+            self.last_failure = found.group(1).strip()
+
+    def on_error(self, err) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+            self.credentials_refused = err.str()
+
+    def unavailable(
+        self, doing: str, source: str | None = None, error=None, waited: float | None = None
+    ) -> BrokerUnavailableError:
+        """The one line: refused credentials, or unreachable for how long (`waited`, else since the client
+        started) with how many connect attempts."""
+        if self.credentials_refused:
+            return BrokerUnavailableError.at(
+                self.bootstrap,
+                f"refused the credentials while {doing} ({self.credentials_refused})",
+                CHECK_CREDENTIALS,
+                source,
+            )
+        waited = waited if waited is not None else time.monotonic() - self.started
+        if self.connect_failures:
+            problem = (
+                f"unreachable for {waited:.0f} s, {self.connect_failures} connect attempts"
+                f" (last: {self.last_failure}) while {doing}"
+            )
+        else:
+            reason = f": {error.str() if hasattr(error, 'str') else error}" if error is not None else ""
+            problem = f"did not answer within {waited:.0f} s while {doing}{reason}"
+        return BrokerUnavailableError.at(self.bootstrap, problem, CHECK_BROKER, source)
+
+    def summary(self) -> str | None:
+        """For a run that got through: the connect attempts that failed before the broker answered."""
+        if not self.connect_failures:
+            return None
+        return (
+            f"Kafka broker {self.bootstrap}: {self.connect_failures} connect attempts failed before it answered"
+            f" (last: {self.last_failure})"
+        )
+
+
+@contextmanager
+def metadata_consumer(settings: dict, source: str, group_id: str = "ticdc-lake-planner"):
+    """A quiet consumer for the driver's metadata, watermark and offsets-for-times calls (give each
+    `timeout=BROKER_TIMEOUT_SECONDS`): a KafkaException from any of them comes out as one
+    BrokerUnavailableError line naming the source, the broker and what to check."""
+    from confluent_kafka import Consumer, KafkaException
+
+    watch = BrokerWatch(settings.get("bootstrap.servers", "?"))
+    consumer = Consumer({**settings, "group.id": group_id, "enable.auto.commit": False, **watch.client_settings()})
+    try:
+        yield consumer
+        consumer.poll(0)  # hand the queued log lines and errors to the watch
+    except KafkaException as exc:
+        consumer.poll(0)
+        raise watch.unavailable("asking for topic metadata and offsets", source, exc.args[0]) from None
+    finally:
+        consumer.close()
+    summary = watch.summary()
+    if summary:
+        log.warning("source %s: %s", source, summary)
 
 
 def read_range(
@@ -39,9 +145,14 @@ def read_range(
     poll_timeout: float = 10.0,
 ) -> Iterator[pa.RecordBatch]:
     """Every record of [start, end) of one partition, in offset order, in batches of `batch_rows`;
-    at most about `max_bytes` of keys and values (at least one record), so memory stays bounded."""
+    at most about `max_bytes` of keys and values (at least one record), so memory stays bounded.
+
+    No record for `poll_timeout` seconds although the broker's watermarks said they are there is the
+    broker's fault (stopped, unreachable, hung): BrokerUnavailableError. An error the broker returns for
+    the partition is KafkaRangeError."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+    watch = BrokerWatch(settings.get("bootstrap.servers", "?"))
     consumer = Consumer(
         {
             **settings,
@@ -49,6 +160,7 @@ def read_range(
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "error",
+            **watch.client_settings(),
         }
     )
     try:
@@ -62,9 +174,7 @@ def read_range(
             if not msgs:
                 idle_polls += 1
                 if idle_polls > poll_timeout:
-                    raise KafkaRangeError(
-                        f"{topic}[{partition}]: no record at offset {next_offset} within {poll_timeout:.0f}s (range {start}..{end - 1})"
-                    )
+                    raise watch.unavailable(f"reading {topic}[{partition}] at offset {next_offset}", waited=idle_polls)
                 continue
             idle_polls = 0
             for m in msgs:

@@ -1,11 +1,17 @@
 """Land a source's Kafka topics into `bronze.kafka_messages`, exactly once.
 
-The offsets a run covers are written in the same Iceberg commit as its rows (snapshot summary
-properties), so a run is wholly there or not at all, and the next run starts where the last
-committed one ended. The rows are written to a branch forked from the snapshot the run planned
-from, and main is fast-forwarded to it: that succeeds only if nothing else committed meanwhile,
-so two runs of one source can never both land the same range (the later one fails cleanly).
-Reading happens on the executors; the driver only plans.
+The rows are written to a branch forked from the snapshot the run planned from; one Iceberg metadata
+commit then fast-forwards main to it AND sets the table property `ticdc.offsets.<source>` to where the
+run ended. So a run is wholly there or not at all, the next run starts where the last committed one
+ended, and the fast-forward succeeds only if nothing else committed meanwhile: two runs of one source
+can never both land the same range (the later one fails cleanly). Reading happens on the executors;
+the driver only plans.
+
+Why a table property and not the snapshot summary alone: a property lives in every metadata version, so
+expiring snapshots (even down to one), compaction commits (which carry no summary of ours) and orphan
+file removal cannot lose it, whoever runs them. Each commit still carries the run's summary properties
+(source, batch, offsets, ranges) for the record; `committed_offsets` reads them only for a source landed
+before the property existed.
 """
 
 from __future__ import annotations
@@ -19,7 +25,12 @@ from dataclasses import astuple, dataclass
 
 from spark_jobs.bronze.plan import Gap, LandingPlan, OffsetRange, TopicPartition, plan_landing
 from spark_jobs.config import PipelineConfig, SourceSettings, kafka_client_settings
-from spark_jobs.errors import ConcurrentLandingError, LandingGapError, LandingInvariantError
+from spark_jobs.errors import (
+    ConcurrentLandingError,
+    LandingGapError,
+    LandingInvariantError,
+    named_transient_faults,
+)
 from spark_jobs.runtime.sql import quote_ident, temp_view
 from spark_jobs.runtime.tables import BRONZE_LANDING_GAPS, BRONZE_LANDING_RUNS, BRONZE_MESSAGES, ensure_tables
 
@@ -29,6 +40,8 @@ SUMMARY_SOURCE = "ticdc.source"
 SUMMARY_BATCH = "ticdc.batch-id"
 SUMMARY_OFFSETS = "ticdc.next-offsets"  # JSON {"topic": {"partition": next offset}}: cumulative
 SUMMARY_RANGES = "ticdc.ranges"  # JSON [[topic, partition, start, end], ...]: this batch
+OFFSETS_PROPERTY_PREFIX = "ticdc.offsets."  # + source: the table property holding its committed next offsets
+LANDING_BRANCH_PREFIX = "land_"
 FAST_FORWARD_ATTEMPTS = 5
 
 
@@ -84,19 +97,35 @@ def main_snapshot(spark, table: str = BRONZE_MESSAGES) -> int | None:
     return rows[0][0] if rows else None
 
 
+def offsets_property(source: str) -> str:
+    return OFFSETS_PROPERTY_PREFIX + source
+
+
 def committed_offsets(spark, source: str) -> dict[TopicPartition, int]:
-    """Next offset per partition from the newest snapshot of this source on main's history."""
+    """Next offset per partition: the source's offsets table property, committed with its last landing."""
+    doc = iceberg_table(spark, BRONZE_MESSAGES).properties().get(offsets_property(source))
+    if doc is None:
+        doc = summary_offsets(spark).get(source)
+    return _decode_offsets(doc) if doc else {}
+
+
+def summary_offsets(spark) -> dict[str, str]:
+    """Per source, the offsets summary of its newest landing snapshot on main's history: where offsets
+    were kept before the table property, and what `adopt_summary_offsets` carries over."""
     rows = spark.sql(
-        f"""SELECT s.summary[:offsets_key] AS offsets
-        FROM {BRONZE_MESSAGES}.snapshots s JOIN {BRONZE_MESSAGES}.history h ON s.snapshot_id = h.snapshot_id
-        WHERE h.is_current_ancestor AND s.summary[:source_key] = :source
-        ORDER BY h.made_current_at DESC, s.committed_at DESC LIMIT 1""",
-        args={"offsets_key": SUMMARY_OFFSETS, "source_key": SUMMARY_SOURCE, "source": source},
+        f"""SELECT source, offsets FROM (
+            SELECT s.summary[:source_key] AS source, s.summary[:offsets_key] AS offsets,
+                   row_number() OVER (PARTITION BY s.summary[:source_key]
+                                      ORDER BY h.made_current_at DESC, s.committed_at DESC) AS newest
+            FROM {BRONZE_MESSAGES}.snapshots s JOIN {BRONZE_MESSAGES}.history h ON s.snapshot_id = h.snapshot_id
+            WHERE h.is_current_ancestor AND s.summary[:source_key] IS NOT NULL) WHERE newest = 1""",
+        args={"offsets_key": SUMMARY_OFFSETS, "source_key": SUMMARY_SOURCE},
     ).collect()
-    if not rows:
-        return {}
-    doc = json.loads(rows[0]["offsets"])
-    return {(topic, int(p)): int(o) for topic, parts in doc.items() for p, o in parts.items()}
+    return {r["source"]: r["offsets"] for r in rows}
+
+
+def _decode_offsets(doc: str) -> dict[TopicPartition, int]:
+    return {(topic, int(p)): int(o) for topic, parts in json.loads(doc).items() for p, o in parts.items()}
 
 
 def _encode_offsets(offsets: dict[TopicPartition, int]) -> str:
@@ -117,34 +146,33 @@ def broker_watermarks(
     source: SourceSettings,
 ) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int]]:
     """(low, high) watermarks of every partition of the source's topics, and where new ones start."""
-    from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as KafkaTP
 
-    consumer = Consumer(
-        {**kafka_client_settings(source), "group.id": "ticdc-lake-planner", "enable.auto.commit": False}
-    )
-    try:
-        metadata = consumer.list_topics(timeout=30)
+    from spark_jobs.bronze.kafka_reader import BROKER_TIMEOUT_SECONDS, metadata_consumer
+
+    with metadata_consumer(kafka_client_settings(source), source.name) as consumer:
+        metadata = consumer.list_topics(timeout=BROKER_TIMEOUT_SECONDS)
         watermarks: dict[TopicPartition, tuple[int, int]] = {}
         for topic in source_topics(source, list(metadata.topics)):
             if topic not in metadata.topics or metadata.topics[topic].error is not None:
                 log.warning("source %s: topic %s does not exist (yet)", source.name, topic)
                 continue
             for p in sorted(metadata.topics[topic].partitions):
-                watermarks[(topic, p)] = consumer.get_watermark_offsets(KafkaTP(topic, p), timeout=30)
+                watermarks[(topic, p)] = consumer.get_watermark_offsets(
+                    KafkaTP(topic, p), timeout=BROKER_TIMEOUT_SECONDS
+                )
         starts: dict[TopicPartition, int] = {}
         start = source.landing.start
         for tp, (low, high) in watermarks.items():
             if start == "latest":
                 starts[tp] = high
             elif start.isdigit():
-                found = consumer.offsets_for_times([KafkaTP(tp[0], tp[1], int(start))], timeout=30)[0].offset
+                wanted = [KafkaTP(tp[0], tp[1], int(start))]
+                found = consumer.offsets_for_times(wanted, timeout=BROKER_TIMEOUT_SECONDS)[0].offset
                 starts[tp] = high if found < 0 else found
             else:
                 starts[tp] = low
         return watermarks, starts
-    finally:
-        consumer.close()
 
 
 def plan_run(spark, source: SourceSettings) -> tuple[LandingPlan, dict[TopicPartition, tuple[int, int]]]:
@@ -206,34 +234,97 @@ def read_records(spark, source: SourceSettings, ranges: list[OffsetRange], batch
     )
 
 
-def _manage_snapshots(spark, table: str):
-    """Iceberg's snapshot API for one of our tables. Its branch statements (CREATE BRANCH, CALL
-    fast_forward) are Iceberg SQL extensions that take no parameters; the API takes ids and names as values."""
-    jvm = spark.sparkContext._jvm
-    return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table).manageSnapshots()
+def iceberg_table(spark, table: str):
+    """One of our tables through Iceberg's Java API, refreshed. Its snapshot and property operations are
+    Iceberg SQL extensions that take no parameters (CREATE BRANCH, CALL ...); the API takes names and ids
+    as values."""
+    loaded = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    loaded.refresh()
+    return loaded
 
 
-def commit_batch(spark, rows, base_snapshot: int | None, properties: dict[str, str], source: str) -> None:
-    """Append `rows` with `properties` in one snapshot, only if main is still at `base_snapshot`."""
-    writer_options = {f"snapshot-property.{k}": v for k, v in properties.items()}
-    if base_snapshot is None:
-        rows.writeTo(BRONZE_MESSAGES).options(**writer_options).append()
-        return
-    branch = f"land_{properties[SUMMARY_BATCH]}"
-    _manage_snapshots(spark, BRONZE_MESSAGES).createBranch(branch, base_snapshot).commit()
-    try:
-        rows.writeTo(f"{BRONZE_MESSAGES}.{quote_ident('branch_' + branch)}").options(**writer_options).append()
-        _fast_forward_main(spark, branch, base_snapshot, source)
-    finally:
-        _manage_snapshots(spark, BRONZE_MESSAGES).removeBranch(branch).commit()
+def ensure_landing_base(spark) -> int:
+    """Main's snapshot, after committing an empty one into a table that has none: every landing run then
+    forks a branch (nothing to fork from otherwise), so every commit goes through the same compare-and-set."""
+    snapshot = main_snapshot(spark)
+    if snapshot is None:
+        iceberg_table(spark, BRONZE_MESSAGES).newFastAppend().commit()
+        snapshot = main_snapshot(spark)
+    return snapshot
 
 
-def _fast_forward_main(spark, branch: str, base_snapshot: int, source: str) -> None:
-    """Move main to the branch's head; ConcurrentLandingError if main moved on since `base_snapshot`."""
+def commit_batch(spark, rows, base_snapshot: int, properties: dict[str, str], source: str) -> None:
+    """Append `rows` with `properties` in one snapshot and record the source's offsets, only if main is
+    still at `base_snapshot`."""
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors import IllegalArgumentException
 
+    writer_options = {f"snapshot-property.{k}": v for k, v in properties.items()}
+    branch = LANDING_BRANCH_PREFIX + properties[SUMMARY_BATCH]
     try:
-        _manage_snapshots(spark, BRONZE_MESSAGES).fastForwardBranch("main", branch).commit()
+        iceberg_table(spark, BRONZE_MESSAGES).manageSnapshots().createBranch(branch, base_snapshot).commit()
+        rows.writeTo(f"{BRONZE_MESSAGES}.{quote_ident('branch_' + branch)}").options(**writer_options).append()
+        offsets = {offsets_property(source): properties[SUMMARY_OFFSETS]}
+        publish_branch(spark, branch, base_snapshot, offsets, source, wrote=True)
+    except (Py4JJavaError, IllegalArgumentException) as exc:
+        # Maintenance may compact and expire the base snapshot between the plan and the commit; Iceberg then
+        # refuses the branch or its fast-forward. Main having moved is what says so: the run plans again.
+        if main_snapshot(spark) == base_snapshot:
+            raise
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        raise ConcurrentLandingError(
+            f"bronze moved since snapshot {base_snapshot} ({reason}); source {source}'s batch not published"
+        ) from None
+    finally:
+        drop_branch(spark, branch)
+
+
+def drop_branch(spark, branch: str) -> bool:
+    """Remove a branch of bronze if it is still there (maintenance may have dropped one that could no
+    longer be published); True if this call removed it."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import IllegalArgumentException
+
+    table = iceberg_table(spark, BRONZE_MESSAGES)
+    if table.refs().get(branch) is None:
+        return False
+    try:
+        table.manageSnapshots().removeBranch(branch).commit()
+    except (Py4JJavaError, IllegalArgumentException):
+        if iceberg_table(spark, BRONZE_MESSAGES).refs().get(branch) is not None:
+            raise
+        return False  # maintenance removed it in the meantime
+    return True
+
+
+def publish_branch(
+    spark, branch: str, base_snapshot: int, properties: dict[str, str], source: str, *, wrote: bool
+) -> None:
+    """In one metadata commit, move main to the branch's head and set `properties`.
+
+    ConcurrentLandingError if main moved on since `base_snapshot` (the fast-forward is then impossible), or
+    if the branch is not what this run made of it: its head must be the run's one snapshot on top of
+    `base_snapshot` (`wrote`), or `base_snapshot` itself. A branch dropped by maintenance and re-created by
+    the run's own write would fork from a newer main, whose offsets this run did not plan from.
+    """
+    from pyspark.errors import IllegalArgumentException
+
+    table = iceberg_table(spark, BRONZE_MESSAGES)
+    ref = table.refs().get(branch)
+    head = table.snapshot(ref.snapshotId()) if ref is not None else None
+    forked_from = (head.parentId() if wrote else head.snapshotId()) if head is not None else None
+    if forked_from != base_snapshot:
+        raise ConcurrentLandingError(
+            f"branch {branch} no longer forks from snapshot {base_snapshot}; source {source}'s batch not published"
+        )
+    try:
+        transaction = table.newTransaction()
+        transaction.manageSnapshots().fastForwardBranch("main", branch).commit()
+        updates = transaction.updateProperties()
+        for key, value in properties.items():
+            updates.set(key, value)
+        updates.commit()
+        transaction.commitTransaction()
     except IllegalArgumentException:
         # Iceberg refuses with a plain IllegalArgumentException ("Cannot fast-forward: main is not an
         # ancestor of ..."): main no longer being where we forked is what tells a concurrent commit.
@@ -242,6 +333,31 @@ def _fast_forward_main(spark, branch: str, base_snapshot: int, source: str) -> N
         raise ConcurrentLandingError(
             f"bronze moved since snapshot {base_snapshot}; source {source}'s batch not published"
         ) from None
+
+
+def adopt_summary_offsets(spark) -> list[str]:
+    """Copy the offsets of sources landed before the offsets property existed from their newest snapshot
+    summary into the property, so that expiring that snapshot loses nothing. Guarded like a landing
+    commit (a branch at main, published only if main did not move); returns the sources adopted."""
+    current = iceberg_table(spark, BRONZE_MESSAGES).properties()
+    missing = {
+        offsets_property(source): doc
+        for source, doc in summary_offsets(spark).items()
+        if current.get(offsets_property(source)) is None
+    }
+    if not missing:
+        return []
+    base = main_snapshot(spark)
+    branch = f"{LANDING_BRANCH_PREFIX}adopt_{uuid.uuid4().hex}"
+    iceberg_table(spark, BRONZE_MESSAGES).manageSnapshots().createBranch(branch, base).commit()
+    try:
+        publish_branch(spark, branch, base, missing, "(adopting offsets)", wrote=False)
+    except ConcurrentLandingError:
+        log.info("bronze moved while adopting snapshot offsets; the next maintenance adopts them")
+        return []
+    finally:
+        drop_branch(spark, branch)
+    return sorted(key.removeprefix(OFFSETS_PROPERTY_PREFIX) for key in missing)
 
 
 def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResult:
@@ -254,7 +370,7 @@ def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResul
     started = time.monotonic()
     ensure_tables(spark, "bronze")
     for attempt in range(1, FAST_FORWARD_ATTEMPTS + 1):
-        base = main_snapshot(spark)
+        base = ensure_landing_base(spark)
         committed_before = committed_offsets(spark, source.name)
         plan, watermarks = plan_run(spark, source)
         if plan.gaps:
@@ -275,7 +391,8 @@ def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResul
         batch_id = uuid.uuid4().hex
         rows = read_records(spark, source, plan.ranges, batch_id).cache()
         try:
-            stats = _partition_stats(rows)
+            with named_transient_faults(source.name):  # a broker that stopped answering while tasks read
+                stats = _partition_stats(rows)
             next_offsets = _next_offsets(plan, stats)
             properties = {
                 SUMMARY_SOURCE: source.name,

@@ -1,4 +1,9 @@
-"""Large-message handling shared by the protocols: value compression and claim-check files."""
+"""Large-message handling shared by the protocols: value compression and claim-check files.
+
+A claim-check file that is missing, or not what TiCDC writes, is the message's fault (DecodeError:
+quarantine). A store that cannot be read (down, permission denied, timing out, refusing the credentials)
+is not: ClaimCheckUnavailableError stops the run, and the next run after recovery reads it.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,12 @@ import base64
 import orjson
 
 from spark_jobs.codecs.errors import DecodeError
+from spark_jobs.errors import ClaimCheckUnavailableError
 
 COMPRESSIONS = ("none", "snappy", "lz4")
+_MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
+_UNAVAILABLE_STATUSES = (401, 403, 408, 429)  # and every 5xx (fsspec's HTTP-based stores carry `status`/`code`)
+_CHECK_STORE = "that the store under claim-check-storage-uri is mounted/reachable and readable by this job"
 
 
 def decompress(protocol: str, data: bytes, method: str | None) -> bytes:
@@ -56,6 +65,10 @@ def read_claim_check(protocol: str, location: str, raw_value: bool = False) -> t
         with fsspec.open(location, "rb") as handle:
             data = handle.read()
     except Exception as exc:
+        if store_unavailable(exc):
+            raise ClaimCheckUnavailableError.at(
+                _store_of(location), f"cannot be read: {type(exc).__name__}: {_reason(exc)}", _CHECK_STORE
+            ) from None
         raise DecodeError(
             protocol, f"claim-check file {location} cannot be read: {exc}", "claimCheckLocation"
         ) from None
@@ -69,6 +82,27 @@ def read_claim_check(protocol: str, location: str, raw_value: bool = False) -> t
         raise DecodeError(
             protocol, f"claim-check file {location} is not {{key, value}} JSON: {exc}", "claimCheckLocation"
         ) from None
+
+
+def store_unavailable(exc: Exception) -> bool:
+    """Whether reading a claim-check file failed because of the store rather than the file: permission
+    denied, connection trouble, a timeout, a 401/403/408/429/5xx answer. A file that is not there is the
+    message's fault (the location it names is wrong, or the file was deleted)."""
+    if isinstance(exc, _MISSING):
+        return False
+    if isinstance(exc, OSError | TimeoutError):
+        return True
+    status = getattr(exc, "status", None) or getattr(exc, "code", None)
+    return isinstance(status, int) and (status >= 500 or status in _UNAVAILABLE_STATUSES)
+
+
+def _store_of(location: str) -> str:
+    """The store's address: the location without the file name."""
+    return location.rsplit("/", 1)[0] or location
+
+
+def _reason(exc: Exception) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))[:200]
 
 
 def write_claim_check(location: str, key: bytes | None, value: bytes, raw_value: bool = False) -> None:

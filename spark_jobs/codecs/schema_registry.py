@@ -5,20 +5,32 @@ Schema ids are immutable in a registry, so a schema fetched once is cached for t
 taken from the arguments or from `user:password@` in the URL (URL-encoded, as TiCDC's
 `--schema-registry` accepts them), sent only as HTTP basic auth, and never appear in a URL we
 print, a log line or an exception text.
+
+A registry that cannot be reached, times out, refuses the credentials (401/403) or fails (408, 429, 5xx)
+raises RegistryUnavailableError: the registry's fault, not the message's, so the run stops and nothing is
+quarantined. Only an answer about the message itself (404: no such schema id) is a DecodeError.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import requests
 
 from spark_jobs.codecs.errors import DecodeError
+from spark_jobs.errors import RegistryUnavailableError
 
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _SCHEMAS: dict[tuple[str, int], str] = {}
 _SCHEMAS_LOCK = threading.Lock()
+_UNAVAILABLE_STATUSES = (408, 429)  # and every 5xx: the registry's trouble, not the message's
+_CHECK_RUNNING = "that the Schema Registry runs and schema_registry.url points at it"
+_CHECK_CREDENTIALS = "schema_registry.username_env / password_env (or connection): the credentials it accepts"
+_CHECK_HEALTH = "the Schema Registry's health and its logs"
+_CHECK_TLS = "schema_registry.ca_file: the CA that signed the registry's certificate"
+_ERRNO_TEXT = re.compile(r"\[(?:Errno -?\d+|SSL: \w+)\] [^'\")]+")
 
 
 def clear_cache() -> None:
@@ -105,25 +117,37 @@ class SchemaRegistryClient:
             response = self._session.request(
                 method, self.url + path, timeout=self._timeout, verify=self._verify, **kwargs
             )
-        except requests.RequestException as exc:
-            raise DecodeError(
-                self.protocol,
-                f"schema registry {self.url} unreachable: {type(exc).__name__}: {self._redact(str(exc))}",
-                where,
+        except requests.Timeout:
+            raise RegistryUnavailableError.at(
+                self.url, f"did not answer within {self._timeout:g} s ({where})", _CHECK_RUNNING
             ) from None
-        if response.status_code in (401, 403):
-            raise DecodeError(
-                self.protocol,
-                f"schema registry {self.url} refused the credentials (HTTP {response.status_code})",
-                where,
+        except requests.RequestException as exc:
+            check = _CHECK_TLS if isinstance(exc, requests.exceptions.SSLError) else _CHECK_RUNNING
+            raise RegistryUnavailableError.at(
+                self.url, f"unreachable: {type(exc).__name__}: {self._short(exc)} ({where})", check
+            ) from None
+        status = response.status_code
+        if status in (401, 403):
+            raise RegistryUnavailableError.at(
+                self.url, f"refused the credentials (HTTP {status}) ({where})", _CHECK_CREDENTIALS
             )
-        if response.status_code >= 400 and response.status_code != 404:
+        if status >= 500 or status in _UNAVAILABLE_STATUSES:
+            raise RegistryUnavailableError.at(
+                self.url, f"answered HTTP {status}: {self._redact(response.text[:200])!r} ({where})", _CHECK_HEALTH
+            )
+        if status >= 400 and status != 404:
             raise DecodeError(
                 self.protocol,
-                f"schema registry {self.url} answered HTTP {response.status_code}: {self._redact(response.text[:200])}",
+                f"schema registry {self.url} answered HTTP {status}: {self._redact(response.text[:200])}",
                 where,
             )
         return response
+
+    def _short(self, exc: Exception) -> str:
+        """The OS's or TLS's reason (`[Errno 111] Connection refused`) rather than urllib3's nested repr of it."""
+        text = self._redact(str(exc))
+        found = _ERRNO_TEXT.findall(text)
+        return found[-1].strip() if found else text[:200]
 
     def _json(self, response: requests.Response, where: str):
         if response.status_code == 404:

@@ -8,6 +8,7 @@ send one record per batch (`PRODUCER_SETTINGS`).
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import subprocess
 import time
@@ -111,6 +112,7 @@ class EmbeddedBroker:
 
     def stop(self) -> None:
         if self._process and self._process.poll() is None:
+            self._process.send_signal(signal.SIGCONT)  # a frozen broker would not act on SIGTERM
             self._process.terminate()
             try:
                 self._process.wait(timeout=10)
@@ -118,6 +120,14 @@ class EmbeddedBroker:
                 self._process.kill()
                 self._process.wait()
         self._process = None
+
+    def pause(self) -> None:
+        """Freeze the broker process (SIGSTOP): connections stay open but nothing answers, as with a hung broker
+        or a partitioned network; unlike a restart, its in-memory topics survive for `resume()`."""
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._process.send_signal(signal.SIGCONT)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start() if self._process is None else self

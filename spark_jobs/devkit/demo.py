@@ -196,9 +196,32 @@ def _check_gold(spark, events, as_of: int) -> list[GoldCheck]:
     return checks
 
 
+def _as_of_example(spark, events, consistent_ts: int) -> tuple[str, bool] | None:
+    """One as-of query from history, halfway through the stream, compared with the oracle then: what to
+    print, and whether it was the same."""
+    from spark_jobs.codecs.values import canonical_type
+    from spark_jobs.devkit.gold_check import oracle_state, rows_state
+    from spark_jobs.devkit.simulator.oracle import upstream_schemas, upstream_state_in_shape
+    from spark_jobs.gold.history import as_of
+
+    stamps = sorted(e.commit_ts for e in events if getattr(e, "commit_ts", None) and e.commit_ts <= consistent_ts)
+    schemas = upstream_schemas(events, as_of=consistent_ts)
+    if not stamps or not schemas:
+        return None
+    moment = stamps[len(stamps) // 2]
+    (database, table), schema = sorted(schemas.items())[0]
+    columns = [(c.name, canonical_type(c.type)) for c in schema.columns]
+    rows = as_of(spark, SOURCE, database, table, moment, keep_row_key=True)
+    then = upstream_state_in_shape(events, moment, consistent_ts).get((database, table), {})
+    same = rows_state(rows.collect(), columns) == oracle_state(then, columns)
+    verdict = "the same as upstream then" if same else "DIFFERENT from upstream then"
+    return f"{database}.{table} at TiDB ts {moment} ({_tso_time(moment)}): {rows.count()} rows, {verdict}", same
+
+
 def _report(config, events, published: int, dag_log: Path, started: float) -> bool:
     """What the demo built, layer by layer, read back from the lakehouse; gold compared with upstream.
-    Returns whether every gold table equals the upstream table."""
+    Returns whether every gold table, and the as-of example from history, equals the upstream table."""
+    from spark_jobs.gold import names
     from spark_jobs.runtime.spark_session import embedded_paths, get_spark
     from spark_jobs.runtime.tables import BRONZE_LANDING_RUNS, SILVER_RUNS
 
@@ -236,10 +259,17 @@ def _report(config, events, published: int, dag_log: Path, started: float) -> bo
         else:
             verdict = f"{c.rows:>5} rows, DIFFERS from upstream ({c.upstream_rows} rows)"
         print(f"             {c.relation:{width}}  {verdict}")
+    versions = {
+        c.relation: spark.table(c.relation + names.HISTORY_SUFFIX).count() for c in checks if c.rows is not None
+    }
+    print(f"  history    {sum(versions.values())} row versions in {len(versions)} history tables")
+    as_of_line, as_of_same = _as_of_example(spark, events, ts) or (None, True)
+    if as_of_line:
+        print(f"  as of      {as_of_line}")
     print("  files")
     print(f"    warehouse (Iceberg)  {paths['warehouse']}")
     print(f"    metastore (Derby)    {paths['metastore']}")
     print(f"    Airflow home         {os.environ['AIRFLOW_HOME']}")
     print(f"    DAG log              {dag_log}")
     print(f"    broker log           {config.local_dir / 'broker'}")
-    return all(c.same for c in checks)
+    return all(c.same for c in checks) and as_of_same

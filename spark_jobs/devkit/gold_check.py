@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from decimal import Decimal
+from decimal import Context, Decimal
 
 from spark_jobs.codecs.values import text_date, text_datetime, text_double, text_float, text_year
 
@@ -21,8 +21,10 @@ def canonical_text(value, mysql_type: str) -> str | None:
         return "1" if value else "0"
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode()
-    if isinstance(value, Decimal):
-        return format(value, "f")
+    if isinstance(value, Decimal):  # at the column's scale: Spark may hand back 1E-16 of a DECIMAL(18,16) as 1.00E-16
+        scale = mysql_type.partition(",")[2].partition(")")[0]
+        exact = Context(prec=100)  # DECIMAL(65,30) has more digits than the default context's 28
+        return format(value.quantize(Decimal(1).scaleb(-int(scale)), context=exact) if scale.isdigit() else value, "f")
     if isinstance(value, float):
         return text_float(value) if base == "float" else text_double(value)
     if isinstance(value, dt.datetime):
@@ -36,10 +38,15 @@ def canonical_text(value, mysql_type: str) -> str | None:
 
 def gold_state(spark, table: str, columns: list[tuple[str, str]]) -> dict[tuple, dict[str, str | None]]:
     """{key tuple (canonical text): {column: canonical text}} of a gold table (`_row_key`: JSON of the key texts)."""
+    return rows_state(spark.table(table).collect(), columns)
+
+
+def rows_state(rows, columns: list[tuple[str, str]]) -> dict[tuple, dict[str, str | None]]:
+    """gold_state of rows read already (one key each: a gold table's, or a history table's as of one moment)."""
     import json
 
     state = {}
-    for row in spark.table(table).collect():
+    for row in rows:
         key = tuple(json.loads(row["_row_key"]))
         state[key] = {name: canonical_text(row[name], mysql_type) for name, mysql_type in columns}
     return state

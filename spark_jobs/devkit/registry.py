@@ -12,6 +12,10 @@ with optional HTTP basic auth (wrong or missing credentials -> 401) and optional
 global across subjects as in Confluent's registry, but start at a random base so that two
 stand-ins that happen to reuse a port never look alike to a process-wide schema cache. Every
 request is recorded in `requests` as (method, path) so tests can count registry round trips.
+
+Faults for the tests, on the same URL: `outage(503)` (or 401, ...) answers every request from then on
+(or from the `after`-th on) with that status until `outage(None)`; `stop()` closes the port (connection
+refused) and `start()` serves again on it, with the schemas it had.
 """
 
 from __future__ import annotations
@@ -48,10 +52,20 @@ class StandInRegistry:
         self._subjects: dict[str, list[int]] = {}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._port = 0
+        self._outage_status: int | None = None
+        self._outage_from = 0  # the index in `requests` of the first request the outage answers
         self.url = ""
 
     def __enter__(self) -> StandInRegistry:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> StandInRegistry:
+        """Serve (again): on a free port the first time, then on the same one."""
+        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler_for(self))
         self._server.daemon_threads = True
         scheme = "http"
         if self.certfile:
@@ -59,17 +73,27 @@ class StandInRegistry:
             context.load_cert_chain(self.certfile, self.keyfile)
             self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
             scheme = "https"
-        port = self._server.server_address[1]
+        port = self._port = self._server.server_address[1]
         host = "localhost" if self.certfile else "127.0.0.1"
         self.url = f"{scheme}://{host}:{port}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="stand-in-schema-registry", daemon=True)
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
+        """Close the port: clients get connection refused until `start()`."""
+        if self._server is None:
+            return
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+        self._server = None
+
+    def outage(self, status: int | None, after: int = 0) -> None:
+        """Answer `status` to every request after the next `after` ones; None ends the outage."""
+        with self._lock:
+            self._outage_status = status
+            self._outage_from = len(self.requests) + after
 
     def register(self, subject: str, schema_text: str) -> int:
         normal = json.dumps(json.loads(schema_text), sort_keys=True, separators=(",", ":"))
@@ -108,6 +132,10 @@ def _handler_for(registry: StandInRegistry):
         def _start(self) -> list[str] | None:
             with registry._lock:
                 registry.requests.append((self.command, self.path))
+                failing = registry._outage_status if len(registry.requests) > registry._outage_from else None
+            if failing is not None:
+                self._reply(failing, {"error_code": failing, "message": f"stand-in outage: HTTP {failing}"})
+                return None
             if not registry.authorized(self.headers.get("Authorization")):
                 self._reply(401, {"error_code": 401, "message": "Unauthorized"})
                 return None

@@ -8,16 +8,18 @@ views, then the source's gold models, then the dbt tests (a failing test fails t
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from spark_jobs.errors import DbtError
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
+from spark_jobs.gold.publish import PublishedTable, current_snapshot, publish
 from spark_jobs.runtime.logs import verbose_requested
 
 log = logging.getLogger(__name__)
@@ -31,6 +33,8 @@ class GoldResult:
     tables: dict[str, int]  # gold relation -> rows
     needing_snapshot: list[str]  # upstream tables whose gold cannot follow without a fresh snapshot
     seconds: float
+    history: dict[str, int] = field(default_factory=dict)  # history relation -> versions
+    publication: str | None = None  # the tag every table of this run's publication carries
 
 
 def run_dbt(args: list[str], source_name: str, work_dir: Path, extra_vars: dict | None = None) -> None:
@@ -97,7 +101,7 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
 
     `rebuild` replaces every gold table of the source from silver; the result equals the incremental one.
     """
-    started = time.monotonic()
+    started, started_at = time.monotonic(), dt.datetime.now(dt.UTC)
     config.source(source_name)
     work_dir = config.local_dir / "dbt"
     run_dbt(["run", "--select", "staging", "intermediate"], source_name, work_dir)
@@ -114,7 +118,7 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
         ["run-operation", "drop_stale_gold_tables"],
         source_name,
         work_dir,
-        {"gold_namespace": namespace, "keep": [m.alias for m in tables]},
+        {"gold_namespace": namespace, "keep": [a for m in tables for a in (m.alias, m.history_alias)]},
     )
     if not tables or ts is None:
         log.info("source %s: no gold tables to publish yet (consistent ts %s)", source_name, ts)
@@ -124,8 +128,16 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
     if test:
         run_dbt(["test", "--select", selector], source_name, work_dir)
     counts = {m.relation: spark.table(m.relation).count() for m in tables}
+    versions = {m.history_relation: spark.table(m.history_relation).count() for m in tables}
     for m in tables:
-        log.info("  %s (%s.%s): %d rows", m.relation, m.database, m.table, counts[m.relation])
+        log.info(
+            "  %s (%s.%s): %d rows, %d versions in history",
+            m.relation,
+            m.database,
+            m.table,
+            counts[m.relation],
+            versions[m.history_relation],
+        )
     needing = _needing_snapshot(spark, source_name)
     for table in needing:
         log.warning(
@@ -143,4 +155,15 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
         how,
         time.monotonic() - started,
     )
-    return GoldResult(source_name, ts, how, counts, needing, time.monotonic() - started)
+    tag = publish(
+        spark,
+        source_name,
+        ts,
+        [
+            PublishedTable(relation, f"{m.database}.{m.table}", current_snapshot(spark, relation), rows)
+            for m in tables
+            for relation, rows in ((m.relation, counts[m.relation]), (m.history_relation, versions[m.history_relation]))
+        ],
+        started_at,
+    )
+    return GoldResult(source_name, ts, how, counts, needing, time.monotonic() - started, versions, tag)

@@ -1,4 +1,5 @@
-"""Write the dbt models of a source's gold tables: one model and one YAML entry per upstream table.
+"""Write the dbt models of a source's gold tables: per upstream table a current-state model and a history
+model (`<alias>__history`), each with its YAML entry.
 
 The models live in `dbt_project/models/marts/gold/<source>/` (git-ignored, one folder per source, so
 sources never overwrite or delete each other's models). What a model holds is ours only: its table
@@ -44,6 +45,18 @@ class GoldModel:
     def relation(self) -> str:
         return f"{names.gold_namespace(self.source)}.{self.alias}"
 
+    @property
+    def history_name(self) -> str:
+        return self.name + names.HISTORY_SUFFIX
+
+    @property
+    def history_alias(self) -> str:
+        return names.history_table(self.database, self.table)
+
+    @property
+    def history_relation(self) -> str:
+        return f"{names.gold_namespace(self.source)}.{self.history_alias}"
+
 
 def source_dir(source: str) -> Path:
     return GENERATED_ROOT / source
@@ -63,22 +76,41 @@ def _jinja_safe(text: str) -> str | None:
     return "{% raw %}" + text + "{% endraw %}"
 
 
-def _model_sql(model: GoldModel) -> str:
+def _model_sql(model: GoldModel, materialization: str, alias: str) -> str:
+    """A model file: our escaped names and the table uid only (the macro of the same name as the
+    materialization builds the body)."""
     return (
         f"{GENERATED_MARK}\n"
         "{{ config(\n"
-        "    materialized='gold_current_state',\n"
+        f"    materialized='{materialization}',\n"
         f"    schema='{names.gold_namespace(model.source)}',\n"
-        f"    alias='{model.alias}',\n"
+        f"    alias='{alias}',\n"
         f"    table_uid='{model.table_uid}'\n"
         ") }}\n\n"
-        f"{{{{ gold_current_state('{model.table_uid}') }}}}\n"
+        f"{{{{ {materialization}('{model.table_uid}') }}}}\n"
     )
 
 
-def _model_yaml(model: GoldModel) -> dict:
+def _upstream_columns(model: GoldModel) -> list[dict]:
+    """The YAML entries of the upstream table's columns (a name Jinja cannot be kept from reading is left out)."""
+    columns = []
+    for column in model.columns:
+        name = _jinja_safe(column["name"])
+        if name is None:
+            continue
+        role = "key, " if column["name"] in model.key_columns else ""
+        nullable = "nullable" if column.get("nullable", True) else "not null"
+        columns.append({"name": name, "description": f"Upstream column ({role}{column['type']}, {nullable})."})
+    return columns
+
+
+def _described_table(model: GoldModel) -> str:
     upstream = _jinja_safe(f"{model.database}.{model.table}") or "(a name dbt cannot show)"
     keys = ", ".join(_jinja_safe(k) or "?" for k in model.key_columns) or "none"
+    return f"upstream table {upstream} (key: {keys}) from source {model.source}"
+
+
+def _model_yaml(model: GoldModel) -> dict:
     columns: list[dict] = [
         {
             "name": "_row_key",
@@ -92,37 +124,79 @@ def _model_yaml(model: GoldModel) -> dict:
             "data_tests": [{"accepted_values": {"arguments": {"values": ["insert", "update"]}}}],
         },
     ]
-    for column in model.columns:
-        name = _jinja_safe(column["name"])
-        if name is None:
-            continue
-        role = "key, " if column["name"] in model.key_columns else ""
-        nullable = "nullable" if column.get("nullable", True) else "not null"
-        columns.append({"name": name, "description": f"Upstream column ({role}{column['type']}, {nullable})."})
     return {
         "name": model.name,
         "description": (
-            f"Current state of upstream table {upstream} (key: {keys}) from source {model.source}, as of the "
-            "source's consistent TiDB timestamp (table property ticdc.consistent-ts), in the table's latest "
-            "schema. Generated from silver's DDL history."
+            f"Current state of {_described_table(model)}, as of the source's consistent TiDB timestamp (table "
+            "property ticdc.consistent-ts), in the table's latest schema. Generated from silver's DDL history."
         ),
         "data_tests": [{"gold_rows_match_silver": {"arguments": {"table_uid": model.table_uid}}}],
-        "columns": columns,
+        "columns": columns + _upstream_columns(model),
+    }
+
+
+def _history_yaml(model: GoldModel) -> dict:
+    columns: list[dict] = [
+        {
+            "name": "_row_key",
+            "description": "JSON array of the handle-key values: identifies the upstream row.",
+            "data_tests": ["not_null"],
+        },
+        {
+            "name": "_valid_from_ts",
+            "description": "TiDB commit timestamp (TSO) of the change that opened this version.",
+            "data_tests": ["not_null"],
+        },
+        {
+            "name": "_valid_to_ts",
+            "description": "TiDB commit timestamp of the change, TRUNCATE or DROP that closed it; null while current.",
+        },
+        {"name": "_valid_from", "description": "The physical time of _valid_from_ts (UTC)."},
+        {"name": "_valid_to", "description": "The physical time of _valid_to_ts (UTC)."},
+        {
+            "name": "_op",
+            "description": "The change that opened the version.",
+            "data_tests": [{"accepted_values": {"arguments": {"values": ["insert", "update"]}}}],
+        },
+        {"name": "_is_current", "description": "True for the version the row has now (_valid_to_ts is null)."},
+    ]
+    return {
+        "name": model.history_name,
+        "description": (
+            f"Every version of every row of {_described_table(model)}, up to the source's consistent TiDB "
+            "timestamp, in the table's latest schema. Rows as of a TiDB timestamp T: _valid_from_ts <= T and "
+            "(_valid_to_ts is null or _valid_to_ts > T) (the as_of macro)."
+        ),
+        "data_tests": ["unique_versions"],
+        "columns": columns + _upstream_columns(model),
     }
 
 
 def write_models(source: str, models: list[GoldModel]) -> list[Path]:
-    """Write the source's models and YAML; remove the source's generated models that are no longer wanted."""
+    """Write the source's models and YAML; remove the source's generated models that are no longer wanted.
+
+    Two live upstream tables under one gold name would make the YAML invalid for the whole dbt project (every
+    source's build would fail): that is refused here, before anything is written, naming both tables."""
+    seen: dict[str, GoldModel] = {}
+    for model in models:
+        other = seen.setdefault(model.name, model)
+        if other is not model:
+            raise ValueError(
+                f"source {source}: upstream tables {other.database}.{other.table} (uid {other.table_uid}) and "
+                f"{model.database}.{model.table} (uid {model.table_uid}) both map to gold table {model.relation}"
+            )
     folder = source_dir(source)
     folder.mkdir(parents=True, exist_ok=True)
-    wanted = {folder / f"{m.name}.sql": _model_sql(m) for m in models}
+    wanted = {folder / f"{m.name}.sql": _model_sql(m, "gold_current_state", m.alias) for m in models}
+    wanted |= {folder / f"{m.history_name}.sql": _model_sql(m, "gold_history", m.history_alias) for m in models}
     for stale in folder.glob("*.sql"):
         if stale not in wanted and stale.read_text().startswith(GENERATED_MARK):
             stale.unlink()
     for path, text in wanted.items():
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
-    document = {"version": 2, "models": [_model_yaml(m) for m in models]}
-    yaml_text = f"# {GENERATED_MARK[3:]}\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=110)
+    # never folded: a line break inside `{% raw %}` would still load, but the file would not show what runs
+    document = {"version": 2, "models": [entry for m in models for entry in (_model_yaml(m), _history_yaml(m))]}
+    yaml_text = f"# {GENERATED_MARK[3:]}\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=2**31)
     (folder / f"_{source}__models.yml").write_text(yaml_text)
     return sorted(wanted)

@@ -1,4 +1,4 @@
-"""Every bronze and silver table: name, columns, partitioning and properties, created by `ensure_tables`.
+"""Every bronze, silver and gold bookkeeping table: name, columns, partitioning and properties, created by `ensure_tables`.
 
 Table names are constants of ours (`namespace.table`), so SQL text may name them as they are.
 """
@@ -17,6 +17,8 @@ SILVER_WATERMARKS = "silver.watermarks"
 SILVER_QUARANTINE = "silver.quarantine"
 SILVER_PENDING = "silver.pending"
 SILVER_RUNS = "silver.runs"
+
+GOLD_PUBLICATIONS = "gold.publications"
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,17 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
             quarantined BIGINT, waiting BIGINT, consistent_ts BIGINT, consistency STRING, finished_at TIMESTAMP,
             silver_seq BIGINT""",
             properties=SILVER_PROPERTIES,
+        ),
+    ),
+    "gold": (
+        TableDefinition(
+            GOLD_PUBLICATIONS,
+            """source STRING NOT NULL, consistent_ts BIGINT NOT NULL, consistent_time TIMESTAMP NOT NULL,
+            tag STRING NOT NULL,
+            tables ARRAY<STRUCT<relation: STRING, upstream: STRING, snapshot_id: BIGINT, `rows`: BIGINT>> NOT NULL,
+            run_id STRING NOT NULL, started_at TIMESTAMP NOT NULL, finished_at TIMESTAMP NOT NULL""",
+            ("source",),
+            SILVER_PROPERTIES,
         ),
     ),
 }

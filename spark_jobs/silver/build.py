@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from spark_jobs.bronze.land import committed_offsets, main_snapshot
 from spark_jobs.codecs import sends_watermarks
 from spark_jobs.config import PipelineConfig, SourceSettings, decoder_options
+from spark_jobs.errors import named_transient_faults
 from spark_jobs.runtime.tables import (
     BRONZE_MESSAGES,
     SILVER_DDL_EVENTS,
@@ -150,6 +151,18 @@ def replay_quarantine(spark, config: PipelineConfig, source_name: str) -> Silver
     return _finish(spark, config, source.name, "replay", None, counts, started, silver_seq=seq)
 
 
+def _last_commit_per_partition(spark, source: str) -> dict[tuple[str, int], int]:
+    """The commit ts of the newest change (by offset) silver holds per (topic, partition): an Avro delete, which
+    carries no commit ts, that comes first on its partition in a run is placed just after it (not at the Kafka
+    record's time, which is later than every TiDB change and would put it after changes that follow it)."""
+    rows = spark.sql(
+        f"""SELECT topic, `partition`, max_by(commit_ts, `offset`) AS commit_ts FROM {SILVER_ROW_CHANGES}
+            WHERE source = :source GROUP BY topic, `partition`""",
+        args={"source": source},
+    ).collect()
+    return {(r["topic"], r["partition"]): r["commit_ts"] for r in rows if r["commit_ts"] is not None}
+
+
 def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, replaying: bool = False) -> dict[str, int]:
     """Decode bronze rows with the source's codec inside Spark tasks and merge the results into silver
     (new row changes marked with the run's `silver_seq`)."""
@@ -160,16 +173,19 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
 
     protocol, options = source.protocol, decoder_options(source)
     primers = _primers(spark, source) if protocol in STATEFUL_PROTOCOLS else []
+    partition_ts = _last_commit_per_partition(spark, source.name) if protocol == "avro" else {}
     ordered = bronze.repartition("topic", "partition").sortWithinPartitions("topic", "partition", "offset")
     decoded = (
         ordered.select("topic", "partition", "offset", "timestamp", "key", "value", "headers")
         .mapInArrow(
-            lambda batches: decode_batches(batches, protocol, options, primers), from_arrow_schema(DECODED_SCHEMA)
+            lambda batches: decode_batches(batches, protocol, options, primers, partition_ts),
+            from_arrow_schema(DECODED_SCHEMA),
         )
         .withColumn("source", F.lit(source.name))
         .cache()
     )
-    counts = {r["kind"]: r["n"] for r in decoded.groupBy("kind").agg(F.count("*").alias("n")).collect()}
+    with named_transient_faults(source.name):  # decoding runs here, before anything is written
+        counts = {r["kind"]: r["n"] for r in decoded.groupBy("kind").agg(F.count("*").alias("n")).collect()}
     counts["messages"] = decoded.select("topic", "partition", "offset").distinct().count()
     counts["decoded"] = counts["messages"] - counts.get("quarantine", 0) - counts.get("waiting", 0)
 

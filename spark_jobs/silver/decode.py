@@ -2,6 +2,8 @@
 
 Knows the codecs' entry point and Arrow, nothing of any one protocol and nothing of Spark.
 Rows arrive sorted by (topic, partition, offset) so stateful protocols see each partition in order.
+A TransientFault (registry or claim-check store unavailable) is not the message's fault: it fails the task
+instead of quarantining, and the driver turns it back into the named error (silver.build).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import orjson
 import pyarrow as pa
 
 from spark_jobs.codecs import DecodeError, SchemaNotYetKnown, make_decoder
+from spark_jobs.errors import TransientFault
 
 HANDLE_KEY_ONLY_REASON = (
     "handle-key-only: the message holds only the key (configure claim-check for large messages upstream)"
@@ -65,11 +68,13 @@ def decode_batches(
     protocol: str,
     options: dict[str, Any],
     primers: Sequence[Primer] = (),
+    partition_ts: dict[tuple[str, int], int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: bronze (topic, partition, offset, timestamp, key, value, headers) -> DECODED_SCHEMA rows.
 
     `primers` are earlier schema-carrying messages (Simple bootstraps and DDL), decoded first so
-    that state carries across runs. A row whose schema is not known yet is tried again once at the
+    that state carries across runs; `partition_ts` the commit ts of the last change silver holds per
+    (topic, partition), where a row without a commit ts goes when it is the first of its partition here. A row whose schema is not known yet is tried again once at the
     end of the task (its schema may come later in the same batch) before it is reported waiting.
     """
     decoder = make_decoder(protocol, options)
@@ -79,7 +84,7 @@ def decode_batches(
         except DecodeError:
             pass
     waiting: list[tuple] = []
-    last_ts: dict[tuple[str, int], int] = {}
+    last_ts: dict[tuple[str, int], int] = dict(partition_ts or {})
     for batch in batches:
         out = _empty()
         cols = batch.to_pydict()
@@ -114,7 +119,7 @@ def _decode_one(decoder, protocol: str, message: tuple, out: dict[str, list], la
     """Decode one message into `out`; returns the reason when it waits for its schema (nothing appended).
 
     A row that carries no commit timestamp (Avro deletes; every Avro row without the TiDB extension) is
-    placed just after the last commit seen on its partition in this task, or else at the Kafka record's
+    placed just after the last commit seen on its partition (in this task, or in silver before it), or else at the Kafka record's
     timestamp (milliseconds, with the offset as the logical part): flagged commit_ts_inferred, it orders
     after the changes before it on its partition. An insert or update that holds only the handle key
     (large-message handle-key-only without claim-check) would write NULLs over real values in gold: its
@@ -128,6 +133,8 @@ def _decode_one(decoder, protocol: str, message: tuple, out: dict[str, list], la
     except DecodeError as exc:
         _append_problem(out, topic, partition, offset, "quarantine", str(exc))
         return None
+    except TransientFault:
+        raise
     except Exception as exc:  # a codec bug must not stop the pipeline or lose the message
         _append_problem(
             out, topic, partition, offset, "quarantine", f"{protocol}: unexpected {exc.__class__.__name__}: {exc}"

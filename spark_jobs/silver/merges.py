@@ -201,8 +201,13 @@ def merge_ddl_events(spark, source: str, protocol: str, decoded) -> int:
 
     Tables the stream shows without a DDL get an inferred schema event just before their first row: a table
     that existed before the changefeed (any protocol), a Simple bootstrap of a table not known yet, and, for
-    Avro (which sends no DDL at all), every change of a table's writer schema. Returns how many inferred
-    events it wrote (the DDL events are counted where they were decoded).
+    Avro (which sends no DDL at all), every change of a table's writer schema.
+
+    A statement or a row shape older than the newest DDL event silver holds (a partition that lags, a
+    replayed quarantine) can change what the later events mean: a table first seen in late rows may be one a
+    later DROP DATABASE dropped, or the one a later RENAME moved. Then the source's whole DDL history is
+    replayed again in commit order from its recorded inputs plus the new ones, and replaces the old one in
+    one commit (DDL events are few). Returns how many inferred events were added.
     """
     from pyspark.sql import functions as F
 
@@ -238,18 +243,40 @@ def merge_ddl_events(spark, source: str, protocol: str, decoded) -> int:
     )
     if not statements and not shapes:
         return 0
-    known = _schemas_in_force(spark, source)
-    steps = sorted(
-        [
-            (r["commit_ts"] or r["schema_version"] or 0, 0, r["topic"], r["partition"], r["offset"], "statement", r)
-            for r in statements
-        ]
-        + [
-            ((r["commit_ts"] or 1) - 1, 1, r["at"]["topic"], r["at"]["partition"], r["at"]["offset"], "shape", r)
-            for r in shapes
-        ],
-        key=lambda step: step[:5],
-    )
+    recorded = _recorded_ddl_events(spark, source)
+    recorded_statements = {(r["commit_ts"], r["ddl_sql"]) for r in recorded}
+    steps = [
+        (r["commit_ts"] or r["schema_version"] or 0, 0, r["topic"], r["partition"], r["offset"], "statement", r)
+        for r in statements
+        if (r["commit_ts"] or r["schema_version"] or 0, r["ddl_sql"]) not in recorded_statements
+    ] + [
+        ((r["commit_ts"] or 1) - 1, 1, r["at"]["topic"], r["at"]["partition"], r["at"]["offset"], "shape", r)
+        for r in shapes
+    ]
+    newest = max((r["commit_ts"] for r in recorded), default=None)
+    replay = newest is not None and any(step[0] < newest for step in steps)
+    if replay:
+        every_step = sorted([*_recorded_steps(recorded), *steps], key=lambda s: s[:5])
+        out = _derived_events(source, protocol, every_step, announced=recorded_statements)
+        _replace_ddl_events(spark, source, out)
+        added = sum(e.schema_origin == "inferred" for e in out) - sum(
+            r["schema_origin"] == "inferred" for r in recorded
+        )
+        log.info("source %s: DDL history replayed for changes older than its newest DDL: %d events", source, len(out))
+        return max(added, 0)
+    out = _derived_events(source, protocol, sorted(steps, key=lambda s: s[:5]), _schemas_in_force(recorded))
+    if out:
+        _write_ddl_events(spark, out)
+    return sum(event.schema_origin == "inferred" for event in out)
+
+
+def _derived_events(
+    source: str, protocol: str, steps: list, known: dict | None = None, announced: set | None = None
+) -> list[DdlEventRow]:
+    """The DDL events of `steps` (statements and row shapes in commit order) read against `known`; a
+    statement not understood is logged unless it is in `announced` (logged when it first came)."""
+    known = {} if known is None else known
+    announced = announced or set()
     out: list[DdlEventRow] = []
     seen: set[tuple] = set()
     for commit_ts, _, topic, partition, offset, what, r in steps:
@@ -258,15 +285,40 @@ def merge_ddl_events(spark, source: str, protocol: str, decoded) -> int:
             out.extend(_inferred_from_rows(source, protocol, r, commit_ts, known, where))
         elif r["kind"] == "bootstrap":
             out.extend(_inferred_from_bootstrap(source, r, commit_ts, known, where))
-        elif (commit_ts, r["ddl_sql"], r["database"], r["table"]) not in seen:
-            seen.add((commit_ts, r["ddl_sql"], r["database"], r["table"]))
-            out.extend(_interpreted(source, r, commit_ts, known, where))
-    if out:
-        _write_ddl_events(spark, out)
-    return sum(event.schema_origin == "inferred" for event in out)
+        elif (commit_ts, r["ddl_sql"]) not in seen:
+            seen.add((commit_ts, r["ddl_sql"]))
+            out.extend(_interpreted(source, r, commit_ts, known, where, (commit_ts, r["ddl_sql"]) not in announced))
+    return out
 
 
-def _interpreted(source: str, r, commit_ts: int, known: dict, where: tuple) -> list[DdlEventRow]:
+def _recorded_steps(recorded: list) -> list[tuple]:
+    """The inputs silver's DDL events were derived from, as steps again: statements (with the schema a
+    protocol carried), Simple bootstraps, and the row shapes inferred events were dated by."""
+    steps = []
+    for r in recorded:
+        where = (r["topic"], r["partition"], r["offset"])
+        schema = json.loads(r["table_schema"]) if r["table_schema"] else None
+        if r["schema_origin"] == "inferred":
+            shape = {
+                "database": r["database"],
+                "table": r["table"],
+                "column_types": [{"key": c["name"], "value": c["type"]} for c in schema["columns"]],
+                "key_columns": schema["key_columns"],
+            }
+            steps.append((r["commit_ts"], 1, *where, "shape", shape))
+            continue
+        statement = {
+            "kind": "bootstrap" if r["ddl_type"] == "bootstrap" else "ddl",
+            "database": r["database"],
+            "table": r["table"],
+            "ddl_sql": r["ddl_sql"],
+            "table_schema": r["table_schema"] if r["schema_origin"] == "protocol" else None,
+        }
+        steps.append((r["commit_ts"], 0, *where, "statement", statement))
+    return steps
+
+
+def _interpreted(source: str, r, commit_ts: int, known: dict, where: tuple, announce: bool) -> list[DdlEventRow]:
     """One DDL statement read by the interpreter against the schemas in force: one event per table it touches."""
     protocol_schema = json.loads(r["table_schema"]) if r["table_schema"] else None
     changes = ddl.interpret(
@@ -285,7 +337,7 @@ def _interpreted(source: str, r, commit_ts: int, known: dict, where: tuple) -> l
             known.pop((change.old_database, change.old_table), None)
         if change.table is not None:
             known[(change.database, change.table)] = change.schema_after
-        if not change.understood:
+        if not change.understood and announce:
             log.warning(
                 "source %s: DDL at ts %d not understood (%s): %s",
                 source,
@@ -317,7 +369,7 @@ def _inferred_from_bootstrap(source: str, r, commit_ts: int, known: dict, where:
     """A Simple bootstrap: the schema of a table not known yet (an event of its own); a known table's is
     only recorded so that later runs can prime the decoder with it."""
     name = (r["database"], r["table"])
-    if known.get(name) is not None:
+    if known.get(name) is not None or r["table_schema"] is None:
         return [
             _event(source, r["database"], r["table"], commit_ts, "bootstrap", r["ddl_sql"], None, "protocol", where)
         ]
@@ -416,23 +468,33 @@ def _write_ddl_events(spark, rows: list[DdlEventRow]) -> None:
             WHEN NOT MATCHED THEN INSERT *""")
 
 
-def _schemas_in_force(spark, source: str) -> dict[tuple, dict | None]:
-    """(database, table) -> the schema in force after every DDL event silver holds, replayed in commit order
-    (a renamed table is known by its new name only; a dropped one maps to None)."""
-    rows = spark.sql(
-        f"""SELECT database, `table`, old_database, old_table, table_schema, ddl_type FROM {SILVER_DDL_EVENTS}
-            WHERE source = :source AND `table` IS NOT NULL ORDER BY commit_ts, topic, `partition`, `offset`""",
+def _recorded_ddl_events(spark, source: str) -> list:
+    """The source's DDL events silver holds, in commit order."""
+    return spark.sql(
+        f"""SELECT * FROM {SILVER_DDL_EVENTS} WHERE source = :source
+            ORDER BY commit_ts, topic, `partition`, `offset`""",
         args={"source": source},
     ).collect()
+
+
+def _schemas_in_force(recorded: list) -> dict[tuple, dict | None]:
+    """(database, table) -> the schema in force after every recorded DDL event, replayed in commit order
+    (a renamed table is known by its new name only; a dropped one maps to None)."""
     known: dict[tuple, dict | None] = {}
-    for r in rows:
-        if r["ddl_type"] == "bootstrap" and r["table_schema"] is None:
-            continue  # a bootstrap of a known table: recorded for priming only
+    for r in recorded:
+        if r["table"] is None or (r["ddl_type"] == "bootstrap" and r["table_schema"] is None):
+            continue  # database DDL; a bootstrap of a known table, recorded for priming only
         old = (r["old_database"], r["old_table"])
         if r["old_table"] is not None and old != (r["database"], r["table"]):
             known.pop(old, None)
         known[(r["database"], r["table"])] = json.loads(r["table_schema"]) if r["table_schema"] else None
     return known
+
+
+def _replace_ddl_events(spark, source: str, rows: list[DdlEventRow]) -> None:
+    """The source's DDL events replaced by `rows` in one commit (the table is partitioned by source)."""
+    schema = spark.table(SILVER_DDL_EVENTS).schema
+    spark.createDataFrame([astuple(r) for r in rows], schema).writeTo(SILVER_DDL_EVENTS).overwritePartitions()
 
 
 def schema_history(spark, source: str):

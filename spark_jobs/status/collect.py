@@ -10,6 +10,7 @@ since the run started, the durations Airflow measured of its tasks, and the lags
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 from spark_jobs.bronze.land import committed_offsets
 from spark_jobs.config import PipelineConfig
 from spark_jobs.gold import names
+from spark_jobs.gold.publish import latest_publication
 from spark_jobs.runtime.sql import qualified
 from spark_jobs.runtime.tables import (
     BRONZE_LANDING_GAPS,
@@ -97,6 +99,7 @@ class GoldTable:
     rows: int | None  # None: published by dbt's models but not built yet
     consistent_ts: int | None
     needs_snapshot: bool
+    versions: int | None = None  # row versions in its history table
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,14 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class Publication:
+    tag: str
+    consistent_ts: int
+    tables: int
+    finished_at_ms: int
+
+
+@dataclass(frozen=True)
 class SourceStatus:
     source: str
     protocol: str
@@ -134,13 +145,16 @@ class SourceStatus:
     gold_tables: list[GoldTable]
     history: list[RunRecord]
     version: int = FORMAT_VERSION
+    publication: Publication | None = None  # the newest gold publication
 
 
 def _one(spark, query: str, **args):
     return spark.sql(query, args=args).collect()[0]
 
 
-def _layer_times(spark, source: str, gold: list[GoldTable]) -> tuple[dict[str, LayerTime], str | None]:
+def _layer_times(
+    spark, source: str, gold: list[GoldTable], publication: Publication | None
+) -> tuple[dict[str, LayerTime], str | None]:
     landed_ms = _one(
         spark, f"SELECT unix_millis(max(`timestamp`)) FROM {BRONZE_MESSAGES} WHERE source = :source", source=source
     )[0]
@@ -161,7 +175,7 @@ def _layer_times(spark, source: str, gold: list[GoldTable]) -> tuple[dict[str, L
     )
     consistent_ts, consistency = (newest_run[0][0], newest_run[0][1]) if newest_run else (None, None)
     published = [t.consistent_ts for t in gold if t.consistent_ts is not None]
-    gold_ts = min(published) if published else None
+    gold_ts = publication.consistent_ts if publication else min(published) if published else None
     times = {
         "landed": LayerTime(None, landed_ms),
         "decoded": LayerTime(decoded_ts, physical_ms(decoded_ts)),
@@ -228,6 +242,12 @@ def _gold_tables(spark, source: str, counted: dict[str, int]) -> list[GoldTable]
         rows = counted.get(relation)
         if rows is None and built:
             rows = spark.table(quoted).count()
+        history = names.history_table(database, table)
+        versions = (
+            spark.table(qualified(namespace, history)).count()
+            if spark.catalog.tableExists(f"{namespace}.{history}")
+            else None
+        )
         tables.append(
             GoldTable(
                 relation=relation,
@@ -236,6 +256,7 @@ def _gold_tables(spark, source: str, counted: dict[str, int]) -> list[GoldTable]
                 rows=rows,
                 consistent_ts=int(ts) if ts is not None and ts.isdigit() else None,
                 needs_snapshot=bool(needs_snapshot),
+                versions=versions,
             )
         )
     return tables
@@ -295,7 +316,8 @@ def collect_status(
     ensure_tables(spark, "bronze")
     ensure_tables(spark, "silver")
     gold = _gold_tables(spark, source.name, gold_rows or {})
-    layers, consistency = _layer_times(spark, source.name, gold)
+    publication = _publication(spark, source.name)
+    layers, consistency = _layer_times(spark, source.name, gold, publication)
     quarantined, reasons = _quarantine(spark, source.name)
     gaps_total, gaps = _gaps(spark, source.name)
     return SourceStatus(
@@ -315,7 +337,17 @@ def collect_status(
         needing_snapshot=[f"{t.database}.{t.table}" for t in gold if t.needs_snapshot],
         gold_tables=gold,
         history=[_run_record(spark, source.name, run, now_ms, layers, gold)],
+        publication=publication,
     )
+
+
+def _publication(spark, source: str) -> Publication | None:
+    """The newest publication: the moment every gold and history table of the source shows together."""
+    row = latest_publication(spark, source)
+    if row is None:
+        return None
+    finished = int(row["finished_at"].replace(tzinfo=dt.UTC).timestamp() * 1000)
+    return Publication(row["tag"], row["consistent_ts"], len(row["tables"]), finished)
 
 
 def record_status(

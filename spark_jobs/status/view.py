@@ -86,6 +86,7 @@ def source_view(source: SourceSettings, snapshot: dict | None, broker: BrokerOff
         "gaps": snapshot["gaps"],
         "needing_snapshot": snapshot["needing_snapshot"],
         "gold_tables": snapshot["gold_tables"],
+        "publication": snapshot.get("publication"),
     }
 
 

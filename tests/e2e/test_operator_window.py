@@ -28,6 +28,7 @@ from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.simulator.model import Message, Watermark
 from spark_jobs.devkit.simulator.shop_stream import shop_stream, shop_stream_more
 from spark_jobs.devkit.simulator.stream import encode_stream
+from spark_jobs.gold.publish import latest_publication
 from spark_jobs.runtime.tables import (
     BRONZE_LANDING_RUNS,
     BRONZE_MESSAGES,
@@ -305,8 +306,13 @@ def test_status_page_shows_the_numbers_of_the_tables(page, api_server, spark, wi
         relation = f"gold_{SOURCE}.{table}"
         row = f"{section} tr[data-gold-table='{relation}']"
         assert int(_cell(page, f"{row} [data-field=rows]")) == spark.table(relation).count()
+        assert int(_cell(page, f"{row} [data-field=versions]")) == spark.table(relation + "__history").count()
         props = dict(spark.sql(f"SHOW TBLPROPERTIES {relation}").collect())
         assert int(_cell(page, f"{row} [data-field=consistent-ts]")) == int(props["ticdc.consistent-ts"])
+
+    # the newest publication: the tag every gold and history table carries
+    publication = latest_publication(spark, SOURCE)
+    assert _cell(page, f"{section} [data-field=publication-tag]") == publication["tag"] == f"ticdc_{consistent}"
 
     # the same numbers as JSON and as Prometheus text
     status = json.loads(page.request.get(f"{api_server}{PLUGIN}/status.json").text())
@@ -342,6 +348,8 @@ def test_docs_site_shows_gold_tables_and_their_lineage(page, api_server, spark):
         if not table.endswith("__history")
     }
     assert GOLD_MODEL in gold
+    for node in gold:  # each gold table's history beside it, described
+        assert manifest["nodes"][node + "__history"]["description"].startswith("Every version of every row")
     for node, rows in gold.items():
         assert manifest["nodes"][node]["description"].startswith("Current state of upstream table")
         assert {c.lower() for c in catalog["nodes"][node]["columns"]} >= {"_row_key", "_commit_ts", "_op"}

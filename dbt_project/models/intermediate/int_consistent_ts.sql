@@ -1,3 +1,5 @@
+{{ config(materialized='table') }}
+
 with
 
 runs as (
@@ -13,6 +15,7 @@ ranked as (
         consistent_ts,
         consistency,
         finished_at,
+        max(silver_seq) over (partition by source_name) as silver_seq,
         row_number() over (partition by source_name order by finished_at desc) as run_rank
     from runs
 
@@ -20,7 +23,7 @@ ranked as (
 
 latest as (
 
-    select source_name, consistent_ts, consistency, finished_at
+    select source_name, consistent_ts, consistency, finished_at, silver_seq
     from ranked
     where run_rank = 1 and consistent_ts is not null
 

@@ -2,6 +2,9 @@
   The gold tables a source publishes: per upstream table identity its latest published schema, the name
   it has now, the last truncation, and whether it needs a fresh snapshot. Dropped tables are not here.
 -#}
+
+{{ config(materialized='table') }}
+
 with
 
 versions as (
@@ -53,7 +56,8 @@ gold_tables as (
         per_table.needs_snapshot,
         per_table.has_unknown_ddl,
         consistent.consistent_ts,
-        consistent.consistency
+        consistent.consistency,
+        consistent.silver_seq
     from latest
     inner join per_table
         on latest.source_name = per_table.source_name

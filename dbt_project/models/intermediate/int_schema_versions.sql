@@ -3,6 +3,9 @@
   one row per DDL that touched the table, valid from its commit ts until the next one. The table's
   identity (table_uid) survives renames, so a version says which name the table had while it was valid.
 -#}
+
+{{ config(materialized='table') }}
+
 with
 
 ddl_events as (

@@ -22,7 +22,8 @@ renamed as (
         waiting,
         consistent_ts,
         consistency,
-        finished_at
+        finished_at,
+        silver_seq
     from source
 
 )

@@ -214,3 +214,18 @@ def upstream_schemas(
 ) -> dict[Name, Table]:
     """{(database, table): Table} of every table that exists as of `as_of` and whose schema is known."""
     return _replay(events, as_of, preexisting).schemas
+
+
+def upstream_state_in_shape(
+    events: list[Event], as_of: int, shaped_as_of: int, preexisting: Iterable[Table] = ()
+) -> dict[Name, Rows]:
+    """The rows as of `as_of` in the shape the tables have at `shaped_as_of` (>= as_of): what a history table
+    answers for `as_of`. The DDL between the two applies to those rows (renames, drops, added and retyped
+    columns); no later row change does, nor a later TRUNCATE (it closes versions after `as_of`)."""
+    kept = [
+        e
+        for e in events
+        if (isinstance(e, RowChange) and e.commit_ts <= as_of)
+        or (isinstance(e, Ddl) and (e.commit_ts <= as_of or e.ddl_type != "truncate_table"))
+    ]
+    return upstream_state(kept, as_of=shaped_as_of, preexisting=preexisting)

@@ -1,0 +1,112 @@
+"""Daily maintenance of every lakehouse table: compaction, snapshot expiry, orphan files, stale landing branches."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import dag, task
+
+from spark_jobs.runtime.freshness import failure_callback
+
+
+@dag(
+    dag_id="ticdc_maintenance",
+    schedule="@daily",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    max_active_tasks=1,
+    default_args={
+        "retries": 2,
+        "retry_delay": timedelta(minutes=5),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=30),
+        "on_failure_callback": failure_callback("all"),
+    },
+    tags=["ticdc-lakehouse", "maintenance"],
+)
+def ticdc_maintenance():
+    """
+    ### Keep the lakehouse tables fast and small
+
+    Once a day, for every table (bronze and silver, shared by all sources, then each configured source's gold
+    tables), through Iceberg's Java actions:
+
+    1. **check_config**: the configuration is valid; returns the source names;
+    2. **maintain_bronze**: `rewrite_data_files` (many small landing files into few),
+       `rewrite_position_delete_files`, dropping the `land_*` branches no landing run can publish any more (left
+       by killed runs), `expire_snapshots` and `remove_orphan_files`. Bronze offsets are a table property and
+       survive all of it; snapshots a configured source's next silver run still reads are kept;
+    3. **maintain_silver**: the same for the silver tables and gold's shared bookkeeping tables;
+    4. **maintain_gold**: the same for one source's gold tables (one task per source);
+    5. **report**: the totals in one line.
+
+    Retention comes from the config's `maintenance` section: `snapshot_retention_days`, `retain_last` (main's
+    newest snapshots always kept) and `orphan_age_hours` (keep it at 24 or more while anything else writes).
+    Snapshots a tag or branch references are never expired (Iceberg keeps them by itself). Landing may run at the
+    same time: a landing commit that meets a maintenance commit plans again and retries; nothing is lost.
+    A failed task logs one `ticdc-lake alert:` line with its cause.
+    """
+
+    @task
+    def check_config() -> list[str]:
+        """Validate the configuration; returns the configured source names."""
+        from spark_jobs.config import load_config
+
+        return [s.name for s in load_config().sources]
+
+    @task
+    def maintain_bronze(sources: list[str]) -> list[dict]:
+        """Maintain the bronze tables (once the config is known to be valid); returns one summary per table."""
+        from spark_jobs.runtime import maintenance
+
+        return _maintained(maintenance.maintain_layer, "bronze")
+
+    @task
+    def maintain_silver(bronze: list[dict]) -> list[dict]:
+        """Maintain the silver tables and gold's shared bookkeeping tables (after bronze, whose expiry reads
+        silver's positions)."""
+        from spark_jobs.runtime import maintenance
+        from spark_jobs.runtime.tables import TABLES
+
+        return [t for layer in TABLES if layer != "bronze" for t in _maintained(maintenance.maintain_layer, layer)]
+
+    @task
+    def maintain_gold(source: str) -> list[dict]:
+        """Maintain one source's gold and history tables."""
+        from spark_jobs.runtime import maintenance
+
+        return _maintained(maintenance.maintain_gold, source)
+
+    @task
+    def report(bronze: list[dict], silver: list[dict], gold: list[list[dict]]) -> str:
+        """One line with the totals over every table."""
+        import logging
+
+        from spark_jobs.runtime.maintenance import TableMaintenance, summary_line
+
+        tables = [TableMaintenance(**t) for t in [*bronze, *silver, *(t for per_source in gold for t in per_source)]]
+        line = summary_line(tables)
+        logging.getLogger(__name__).info("maintenance: %s", line)
+        return line
+
+    sources = check_config()
+    bronze = maintain_bronze(sources)
+    silver = maintain_silver(bronze)
+    gold = maintain_gold.expand(source=sources)
+    silver >> gold
+    report(bronze, silver, gold)
+
+
+def _maintained(step, what: str) -> list[dict]:
+    """`step(spark, config, what)` in the process's Spark session; its per-table results as plain dicts (XCom)."""
+    import dataclasses
+
+    from spark_jobs.config import load_config
+    from spark_jobs.runtime.spark_session import get_spark
+
+    config = load_config()
+    return [dataclasses.asdict(result) for result in step(get_spark(config), config, what)]
+
+
+ticdc_maintenance()
