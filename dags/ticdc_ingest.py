@@ -82,21 +82,25 @@ def ingest_dag(source_name: str):
             """Land new Kafka records into bronze; returns the counts."""
             from spark_jobs.bronze.land import land_bronze
             from spark_jobs.config import load_config
+            from spark_jobs.runtime.lock import source_lock
             from spark_jobs.runtime.spark_session import get_spark
 
             config = load_config()
-            result = land_bronze(get_spark(config), config, source_name)
+            with source_lock(config.local_dir, source_name, "ingest: land"):
+                result = land_bronze(get_spark(config), config, source_name)
             return {"records": result.records, "bytes": result.bytes, "batch_id": result.batch_id}
 
         @task
         def decode() -> dict:
             """Decode new bronze records into the silver tables; returns the counts."""
             from spark_jobs.config import load_config
+            from spark_jobs.runtime.lock import source_lock
             from spark_jobs.runtime.spark_session import get_spark
             from spark_jobs.silver.build import build_silver
 
             config = load_config()
-            r = build_silver(get_spark(config), config, source_name)
+            with source_lock(config.local_dir, source_name, "ingest: decode"):
+                r = build_silver(get_spark(config), config, source_name)
             return {
                 "messages": r.messages,
                 "row_changes": r.row_changes,
@@ -111,11 +115,13 @@ def ingest_dag(source_name: str):
             """Build and test the gold tables up to the consistent timestamp with dbt; returns rows per table."""
             from spark_jobs.config import load_config
             from spark_jobs.gold.build import build_gold
+            from spark_jobs.runtime.lock import source_lock
             from spark_jobs.runtime.spark_session import get_spark
 
             config = load_config()
             rebuild = bool(get_current_context()["params"]["rebuild_gold"])
-            r = build_gold(get_spark(config), config, source_name, rebuild=rebuild)
+            with source_lock(config.local_dir, source_name, "ingest: publish_gold"):
+                r = build_gold(get_spark(config), config, source_name, rebuild=rebuild)
             return {
                 "consistent_ts": r.consistent_ts,
                 "consistency": r.consistency,

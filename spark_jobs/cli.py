@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import orjson
 from spark_jobs.codecs import PROTOCOLS, DecodeError, make_decoder
 from spark_jobs.errors import ConfigError, TransientFault
 from spark_jobs.runtime.logs import configure_logging
+from spark_jobs.runtime.rebuild import LAYERS
 
 EXIT_TRANSIENT = 75  # EX_TEMPFAIL: try again later
 
@@ -86,12 +88,20 @@ def _read_input(path: str, protocol: str):
     return messages
 
 
-def _pipeline(args):
+_HELD = contextlib.ExitStack()  # the source's lock, held until the process ends (the kernel drops it then)
+
+
+def _pipeline(args, writes: bool = True):
+    """The config and a Spark session for one source; a command that writes holds the source's lock first, so it
+    waits while another run of the source (a rebuild, an ingest task) writes."""
     from spark_jobs.config import load_config
+    from spark_jobs.runtime.lock import source_lock
     from spark_jobs.runtime.spark_session import get_spark
 
     config = load_config(args.config)
     config.source(args.source)
+    if writes:
+        _HELD.enter_context(source_lock(config.local_dir, args.source, f"ticdc-lake {args.command}"))
     return config, get_spark(config, f"ticdc-lake {args.command} {args.source}")
 
 
@@ -104,10 +114,10 @@ def cmd_land(args) -> int:
 
 
 def cmd_silver(args) -> int:
-    from spark_jobs.silver.build import build_silver, rebuild_silver
+    from spark_jobs.silver.build import build_silver
 
     config, spark = _pipeline(args)
-    (rebuild_silver if args.rebuild else build_silver)(spark, config, args.source)
+    build_silver(spark, config, args.source)
     return 0
 
 
@@ -115,7 +125,7 @@ def cmd_gold(args) -> int:
     from spark_jobs.gold.build import build_gold
 
     config, spark = _pipeline(args)
-    result = build_gold(spark, config, args.source, test=not args.skip_tests, rebuild=args.rebuild)
+    result = build_gold(spark, config, args.source, test=not args.skip_tests)
     print(
         f"{args.source}: {len(result.tables)} gold tables consistent as of TiDB ts {result.consistent_ts}"
         f" ({result.consistency}), {sum(result.tables.values())} rows; {result.seconds:.1f}s"
@@ -210,13 +220,23 @@ def cmd_as_of(args) -> int:
     try:
         database, table = split_table(args.table)
         ts = args.ts if args.ts is not None else ts_at(dt.datetime.fromisoformat(args.time))
-        _, spark = _pipeline(args)
+        _, spark = _pipeline(args, writes=False)
         rows = as_of(spark, args.source, database, table, ts)
     except ValueError as exc:
         print(f"ticdc-lake as-of: {exc}", file=sys.stderr)
         return 2
     rows.show(args.limit, truncate=False)
     print(f"{database}.{table} as of TiDB ts {ts}: {rows.count()} rows")
+    return 0
+
+
+def cmd_rebuild(args) -> int:
+    """Rebuild a layer of a source from the one below; one line says what it holds now."""
+    from spark_jobs.runtime.rebuild import parse_tables, rebuild_layer
+
+    tables = parse_tables(",".join(args.table)) if args.table else None
+    config, spark = _pipeline(args)
+    print(rebuild_layer(spark, config, args.source, args.layer, tables))
     return 0
 
 
@@ -266,11 +286,6 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config")
         if name == "gold":
             p.add_argument("--skip-tests", action="store_true", help="do not run the dbt tests after building")
-            p.add_argument("--rebuild", action="store_true", help="rebuild every gold table of the source from silver")
-        if name == "silver":
-            p.add_argument(
-                "--rebuild", action="store_true", help="clear the source's silver rows and decode all of bronze again"
-            )
         p.set_defaults(func=func)
 
     p = sub.add_parser("quarantine", help="list quarantined messages, or decode them again after a fix")
@@ -286,6 +301,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", help="only this source's gold tables (bronze and silver are shared: always)")
     p.add_argument("--config")
     p.set_defaults(func=cmd_maintain)
+
+    p = sub.add_parser("rebuild", help="rebuild silver (from bronze), gold or history (from silver) of a source")
+    p.add_argument("layer", choices=LAYERS)
+    p.add_argument("--source", required=True)
+    p.add_argument(
+        "--table",
+        action="append",
+        help="gold or history only: database.table (`a.b`.`c` for dots; repeat or separate by commas); default: all",
+    )
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_rebuild)
 
     p = sub.add_parser("as-of", help="a table's rows as they were at a TiDB timestamp or time, from its history")
     p.add_argument("--source", required=True)

@@ -13,7 +13,8 @@
   - rebuild: the gold table does not exist, its shape differs from the latest published schema in
     more than widened types (a DDL added, dropped or renamed columns, changed the key or changed a type
     so that values change), a TRUNCATE was published since, or a rebuild was asked for (`dbt run
-    --full-refresh`, `ticdc-lake gold --rebuild`); the table is replaced from silver in one commit;
+    --full-refresh`, `ticdc-lake rebuild gold|history`: the var `rebuild_tables` lists the aliases); the
+    table is replaced from silver in one commit;
   - widened in place: the only change is a type whose gold type stays or widens as Iceberg can promote
     it (int -> bigint, float -> double, a decimal's precision): the columns are altered in place, then
     the run goes on incrementally;
@@ -73,7 +74,7 @@
                             'previous_consistent_ts': props.get('ticdc.consistent-ts'),
                             'previous_silver_seq': props.get('ticdc.silver-seq')}) -%}
         {%- set widened = gold_widened_columns(props.get('ticdc.shape'), plan.shape) -%}
-        {%- if flags.FULL_REFRESH -%}
+        {%- if flags.FULL_REFRESH or this.identifier in var('rebuild_tables', []) -%}
             {%- do plan.update({'reason': 'rebuild requested'}) -%}
         {%- elif plan.truncated_at_ts is not none and (plan.previous_consistent_ts is none
                  or plan.truncated_at_ts | int > plan.previous_consistent_ts | int) -%}

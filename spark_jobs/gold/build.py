@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spark_jobs.errors import DbtError
+from spark_jobs.errors import ConfigError, DbtError
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
 from spark_jobs.gold.publish import PublishedTable, current_snapshot, publish
@@ -96,16 +96,38 @@ def _needing_snapshot(spark, source_name: str) -> list[str]:
     return [f"{r[0]}.{r[1]}" for r in rows]
 
 
-def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool = False) -> GoldResult:
+@dataclass(frozen=True)
+class RebuildScope:
+    """Which gold tables a run replaces from silver: the current state, the history or both, of some upstream
+    tables (`(database, table)` pairs) or of all."""
+
+    layers: frozenset[str] = frozenset({"gold", "history"})
+    tables: frozenset[tuple[str, str]] | None = None
+
+    def aliases(self, model: gold_models.GoldModel) -> list[str]:
+        if self.tables is not None and (model.database, model.table) not in self.tables:
+            return []
+        return [
+            alias for layer, alias in (("gold", model.alias), ("history", model.history_alias)) if layer in self.layers
+        ]
+
+
+def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool | RebuildScope = False) -> GoldResult:
     """The views, the source's gold models and (by default) the dbt tests; returns rows per gold table.
 
-    `rebuild` replaces every gold table of the source from silver; the result equals the incremental one.
+    `rebuild` replaces gold tables from silver (True: every table of the source); the result equals the
+    incremental one. The tables not rebuilt apply what is new, so the publication still holds every table of
+    the source at one consistent ts.
     """
     started, started_at = time.monotonic(), dt.datetime.now(dt.UTC)
     config.source(source_name)
     work_dir = config.local_dir / "dbt"
     run_dbt(["run", "--select", "staging", "intermediate"], source_name, work_dir)
     tables = published_tables(spark, source_name)
+    scope = RebuildScope() if rebuild is True else rebuild or RebuildScope(layers=frozenset())
+    unknown = sorted((scope.tables or set()) - {(m.database, m.table) for m in tables})
+    if unknown:
+        raise ConfigError(f"source {source_name} has no gold table {', '.join(f'{d}.{t}' for d, t in unknown)}")
     gold_models.write_models(source_name, tables)
     consistent = spark.sql(
         "SELECT consistent_ts, consistency FROM lake_staging.int_consistent_ts WHERE source_name = :source",
@@ -124,7 +146,8 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
         log.info("source %s: no gold tables to publish yet (consistent ts %s)", source_name, ts)
         return GoldResult(source_name, ts, how, {}, [], time.monotonic() - started)
     selector = gold_models.model_selector(source_name)
-    run_dbt(["run", "--select", selector, *(["--full-refresh"] if rebuild else [])], source_name, work_dir)
+    rebuilt = sorted(alias for m in tables for alias in scope.aliases(m))
+    run_dbt(["run", "--select", selector], source_name, work_dir, {"rebuild_tables": rebuilt})
     if test:
         run_dbt(["test", "--select", selector], source_name, work_dir)
     counts = {m.relation: spark.table(m.relation).count() for m in tables}

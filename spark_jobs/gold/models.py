@@ -9,6 +9,7 @@ through `yaml.safe_dump`, and those that Jinja could read as code are wrapped in
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,11 +193,19 @@ def write_models(source: str, models: list[GoldModel]) -> list[Path]:
     for stale in folder.glob("*.sql"):
         if stale not in wanted and stale.read_text().startswith(GENERATED_MARK):
             stale.unlink()
-    for path, text in wanted.items():
-        if not path.exists() or path.read_text() != text:
-            path.write_text(text)
     # never folded: a line break inside `{% raw %}` would still load, but the file would not show what runs
     document = {"version": 2, "models": [entry for m in models for entry in (_model_yaml(m), _history_yaml(m))]}
     yaml_text = f"# {GENERATED_MARK[3:]}\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=2**31)
-    (folder / f"_{source}__models.yml").write_text(yaml_text)
+    for path, text in [*wanted.items(), (folder / f"_{source}__models.yml", yaml_text)]:
+        _replace_if_changed(path, text)
     return sorted(wanted)
+
+
+def _replace_if_changed(path: Path, text: str) -> None:
+    """Write a file only if its text changes, and whole: dbt parsing the project in another process at that
+    moment (another source's build) reads the old file or the new one, never half of one."""
+    if path.exists() and path.read_text() == text:
+        return
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)

@@ -133,7 +133,9 @@ def rebuild_silver(spark, config: PipelineConfig, source_name: str) -> SilverRes
     """Forget everything silver holds for a source (its run log too) and decode all of bronze again."""
     source = config.source(source_name)
     ensure_tables(spark, "silver")
-    for table in TABLES["silver"]:
+    # The run log goes first: a rebuild killed after that is finished by the next run of either kind, which
+    # finds no run recorded and decodes all of bronze again (the merges keep what is still there once).
+    for table in sorted(TABLES["silver"], key=lambda t: t.name != SILVER_RUNS):
         spark.sql(f"DELETE FROM {table.name} WHERE source = :source", args={"source": source.name})
     log.info("source %s: silver cleared; decoding all of bronze again", source.name)
     return build_silver(spark, config, source.name)

@@ -156,5 +156,10 @@ def test_dags_import_with_alerting_retries_and_their_tasks(tmp_path, monkeypatch
     assert all(t.on_failure_callback for t in maintenance.tasks)
     ingest = bag.dags["ticdc_ingest__shop"]
     assert ingest.get_task("check_freshness").upstream_task_ids == {"publish_gold"}
+    rebuild = bag.dags["ticdc_rebuild"]
+    assert rebuild.get_task("rebuild").upstream_task_ids == {"check_request"}
+    form = {name: rebuild.params.get_param(name).schema for name in ("source", "layer", "tables")}
+    assert form["layer"]["enum"] == ["silver", "gold", "history"] and "shop" in form["source"]["enum"]
+    assert "Rebuild a layer of a source" in rebuild.doc_md
     for t in ingest.tasks:
         assert t.on_failure_callback and t.retries >= 1 and t.retry_exponential_backoff

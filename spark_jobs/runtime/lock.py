@@ -1,0 +1,71 @@
+"""One writer per source at a time: the ingest steps and the rebuilds of a source take its lock, so a run of
+the ingest DAG triggered while a rebuild runs waits for it (and the other way round), instead of both writing.
+
+The lock is an exclusive `flock` on `<local_dir>/locks/<source>.lock`, taken before the Spark session opens (in
+embedded mode two processes cannot share the metastore anyway). The kernel drops it when its process ends, even
+by SIGKILL, so a killed run never leaves a stale lock. The file says who holds it, for the waiting side's log.
+In cluster mode `runtime.local_dir` must be a directory every Airflow worker shares.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+REPORT_EVERY_SECONDS = 60.0
+
+
+def lock_path(local_dir: Path, source: str) -> Path:
+    return local_dir / "locks" / f"{source}.lock"
+
+
+def _holder(path: Path) -> str:
+    try:
+        held = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return "another run"
+    return f"{held.get('holder', 'another run')} (pid {held.get('pid', '?')}, since {held.get('since', '?')})"
+
+
+@contextmanager
+def source_lock(local_dir: Path, source: str, holder: str, poll_seconds: float = 0.5) -> Iterator[None]:
+    """Hold the source's lock for the block, waiting as long as another run holds it (logged when the wait
+    starts, every minute while it lasts, and when it ends)."""
+    path = lock_path(local_dir, source)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as handle:
+        started = time.monotonic()
+        reported = None
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                now = time.monotonic()
+                if reported is None or now - reported >= REPORT_EVERY_SECONDS:
+                    log.info("source %s: %s waits for %s to finish", source, holder, _holder(path))
+                    reported = now
+                time.sleep(poll_seconds)
+        if reported is not None:
+            log.info("source %s: %s waited %.0fs; going on", source, holder, time.monotonic() - started)
+        handle.seek(0)
+        handle.truncate()
+        since = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        handle.write(json.dumps({"holder": holder, "pid": os.getpid(), "since": since}))
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
+            fcntl.flock(handle, fcntl.LOCK_UN)

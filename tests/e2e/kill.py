@@ -1,0 +1,87 @@
+"""What the kill loops share: a change stream cut into slices, and one `ticdc-lake` process killed at a moment of
+its own run.
+
+Each process is a real `ticdc-lake` (its own Spark JVM) on a lakehouse directory of the test's own, so a killed JVM
+never shares the embedded metastore with the test session's. What the tables hold afterwards is read in a process
+of its own (`python -m tests.e2e.<module> ...`), the only one that may open that metastore then.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from spark_jobs.devkit.simulator.model import Message, Watermark
+from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from spark_jobs.devkit.simulator.workload import Workload
+
+RUN_TIMEOUT_SECONDS = 900.0
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
+
+
+def slices(workload: Workload, count: int, rng: random.Random, topic: str) -> list[list[Message]]:
+    """The stream cut between transactions at `count - 1` random points, each slice ending with a watermark
+    (TiCDC sends one every second), so that every run has rows to decode and publish. One partition: the slices
+    land in commit order, and only the kills could make the tables differ."""
+    events = workload.events
+    stamps = [getattr(e, "commit_ts", None) for e in events]
+    between = [i for i in range(1, len(events)) if None not in stamps[i - 1 : i + 1] and stamps[i - 1] < stamps[i]]
+    cuts = [0, *sorted(rng.sample(between, count - 1)), len(events)]
+    return [
+        encode_stream(
+            "canal-json",
+            [*events[start:end], *([Watermark(stamps[end - 1])] if end < len(events) else [])],
+            topic=topic,
+            options=EXTENSION_OPTIONS["canal-json"],
+        )
+        for start, end in itertools.pairwise(cuts)
+    ]
+
+
+def stderr_shows(output: Path, text: str) -> Callable[[], bool]:
+    """A start signal: the process's log (its stderr, in `output`) has shown `text`."""
+    return lambda: output.exists() and text in output.read_text(errors="replace")
+
+
+def run(command: list[str], output: Path, started: Callable[[], bool] | None = None, delay: float | None = None) -> str:
+    """One `ticdc-lake` process, its stderr in `output`; with a `delay`, killed (with its JVM) `delay` seconds
+    after `started()` first holds. Returns "killed" or "finished"; a run that fails on its own fails the test."""
+    begun, kill_at = time.monotonic(), None
+    with output.open("wb") as stderr:
+        process = subprocess.Popen(
+            [str(BIN / "ticdc-lake"), *command],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        while process.poll() is None:
+            now = time.monotonic()
+            if delay is not None and kill_at is None and started is not None and started():
+                kill_at = now + delay
+            if (kill_at is not None and now >= kill_at) or now - begun > RUN_TIMEOUT_SECONDS:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                assert kill_at is not None, (
+                    f"ticdc-lake {command[0]} ran over {RUN_TIMEOUT_SECONDS}s: {output.read_text()}"
+                )
+                return "killed"
+            time.sleep(0.1)
+    if process.returncode != 0:
+        raise AssertionError(
+            f"ticdc-lake {command[0]} failed (exit {process.returncode}): {output.read_text()[-3000:]}"
+        )
+    return "finished"
+
+
+def check_in_own_process(module: str, *args: str) -> None:
+    """Run `python -m module args...`, the check that reads the killed lakehouse; its failure fails the test."""
+    check = subprocess.run([str(BIN / "python"), "-m", module, *args], capture_output=True, text=True, cwd=REPO)
+    assert check.returncode == 0, f"{module} {' '.join(args)} failed:\n{check.stderr[-5000:]}"

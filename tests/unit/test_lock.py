@@ -1,0 +1,96 @@
+"""The source lock: a second holder waits (and says for whom), a killed holder leaves no stale lock; and the
+rebuild command's table list."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from spark_jobs.errors import ConfigError
+from spark_jobs.runtime.lock import source_lock
+from spark_jobs.runtime.rebuild import parse_tables
+
+
+def test_a_second_holder_waits_until_the_first_is_done(tmp_path, caplog):
+    order: list[str] = []
+    held = threading.Event()
+
+    def first():
+        with source_lock(tmp_path, "shop", "rebuild gold"):
+            held.set()
+            time.sleep(1.5)
+            order.append("first done")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    held.wait(10)
+    with (
+        caplog.at_level(logging.INFO, logger="spark_jobs.runtime.lock"),
+        source_lock(tmp_path, "shop", "ingest: land", poll_seconds=0.05),
+    ):
+        order.append("second in")
+    thread.join()
+    assert order == ["first done", "second in"]
+    assert f"source shop: ingest: land waits for rebuild gold (pid {os.getpid()}" in caplog.text
+    assert "ingest: land waited" in caplog.text
+
+
+def test_other_sources_do_not_wait(tmp_path):
+    with source_lock(tmp_path, "shop", "rebuild gold"):
+        started = time.monotonic()
+        with source_lock(tmp_path, "crm", "ingest: land"):
+            assert time.monotonic() - started < 1
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, pathlib\n"
+            "from spark_jobs.runtime.lock import source_lock\n"
+            f"with source_lock(pathlib.Path({str(tmp_path)!r}), 'shop', 'ticdc-lake silver'):\n"
+            "    print('held', flush=True)\n"
+            "    time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    done = threading.Event()
+
+    def take():
+        with source_lock(tmp_path, "shop", "ticdc-lake silver"):
+            done.set()
+
+    threading.Thread(target=take, daemon=True).start()
+    assert done.wait(10), "the lock of a killed process was still held"
+
+
+@pytest.mark.parametrize(
+    ("text", "tables"),
+    [
+        (None, None),
+        ("  ", None),
+        ("shop.orders", {("shop", "orders")}),
+        ("shop.orders, crm.items", {("shop", "orders"), ("crm", "items")}),
+        ("`a.b`.`c,d`,shop.t", {("a.b", "c,d"), ("shop", "t")}),
+        ("`we``ird`.`t`", {("we`ird", "t")}),
+    ],
+)
+def test_rebuild_table_lists(text, tables):
+    assert parse_tables(text) == (frozenset(tables) if tables is not None else None)
+
+
+def test_a_table_without_its_database_is_refused():
+    with pytest.raises(ConfigError, match=r"--table must be database\.table, got 'orders'"):
+        parse_tables("orders")
