@@ -114,10 +114,10 @@ def cmd_land(args) -> int:
 
 
 def cmd_silver(args) -> int:
-    from spark_jobs.silver.build import build_silver
+    from spark_jobs.silver.build import build_silver, rebuild_silver
 
     config, spark = _pipeline(args)
-    build_silver(spark, config, args.source)
+    (rebuild_silver if args.rebuild else build_silver)(spark, config, args.source)
     return 0
 
 
@@ -125,7 +125,7 @@ def cmd_gold(args) -> int:
     from spark_jobs.gold.build import build_gold
 
     config, spark = _pipeline(args)
-    result = build_gold(spark, config, args.source, test=not args.skip_tests)
+    result = build_gold(spark, config, args.source, test=not args.skip_tests, rebuild=args.rebuild)
     print(
         f"{args.source}: {len(result.tables)} gold tables consistent as of TiDB ts {result.consistent_ts}"
         f" ({result.consistency}), {sum(result.tables.values())} rows; {result.seconds:.1f}s"
@@ -286,6 +286,17 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config")
         if name == "gold":
             p.add_argument("--skip-tests", action="store_true", help="do not run the dbt tests after building")
+            p.add_argument(
+                "--rebuild",
+                action="store_true",
+                help="every gold and history table from silver (= rebuild gold+history)",
+            )
+        if name == "silver":
+            p.add_argument(
+                "--rebuild",
+                action="store_true",
+                help="clear the source's silver, decode all of bronze (= rebuild silver)",
+            )
         p.set_defaults(func=func)
 
     p = sub.add_parser("quarantine", help="list quarantined messages, or decode them again after a fix")

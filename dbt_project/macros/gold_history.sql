@@ -148,20 +148,9 @@ select * from typed
     {%- set plan = gold_refresh_plan(table_uid) -%}
     {{ run_hooks(pre_hooks) }}
     {%- if plan.mode == 'rebuild' -%}
-        {{ log("history " ~ target_relation ~ ": rebuilt from silver (" ~ plan.reason ~ ")", info=true) }}
-        {% call statement('main') -%}
-            create or replace table {{ target_relation }}
-            using iceberg
-            partitioned by (bucket(16, _row_key))
-            tblproperties ({{ gold_table_properties(plan, table_uid) }})
-            as {{ sql }}
-        {%- endcall %}
+        {{ gold_replace_table('history', target_relation, plan, table_uid, sql) }}
     {%- else -%}
-        {%- for name, gold_type in plan.widened -%}
-            {% call statement('widen_' ~ loop.index) -%}
-                alter table {{ target_relation }} alter column {{ quote_name(name) }} type {{ gold_type }}
-            {%- endcall %}
-        {%- endfor -%}
+        {{ gold_widen_columns('history', target_relation, plan) }}
         {%- set changed = run_query("select count(*) from (" ~ history_changed_keys(table_uid, plan) ~ ")").columns[0].values()[0] -%}
         {%- if changed > 0 -%}
             {% call statement('replace_versions') -%}
@@ -174,12 +163,7 @@ select * from typed
         {%- else -%}
             {% call statement('main') -%} select 'no changes for {{ target_relation }}' {%- endcall %}
         {%- endif -%}
-        {%- if changed > 0 or plan.widened or plan.previous_consistent_ts | string != plan.consistent_ts | string
-              or plan.previous_silver_seq | string != plan.silver_seq | string -%}
-            {% call statement('record_progress') -%}
-                alter table {{ target_relation }} set tblproperties ({{ gold_table_properties(plan, table_uid) }})
-            {%- endcall %}
-        {%- endif -%}
+        {{ gold_record_progress(target_relation, plan, table_uid, changed) }}
     {%- endif -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target_relation]}) }}

@@ -7,8 +7,8 @@ split into several landings at random points with redeliveries, and carried thro
 as of the consistent timestamp, row by row and value by value, and every gold table's columns and types
 must be the upstream table's. Its history table must answer, for every moment up to the consistent timestamp
 (every earlier consistent ts and every commit ts of the stream, and the moment just before each), exactly the
-rows upstream had then, in the table's latest shape. A rerun changes nothing and a rebuild from silver equals the
-incremental gold and history (both checked on one variant: they read silver, which is the same for every protocol).
+rows upstream had then, in the table's latest shape. A rebuild from silver equals the incremental gold and history,
+and a rerun changes nothing (checked on one variant: with nothing new, no protocol's data is read).
 """
 
 from __future__ import annotations
@@ -231,9 +231,9 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
     if result.consistency == "watermark":
         assert result.consistent_ts == workload.consistent_ts
 
-    if protocol == "canal-json":  # a rerun and a rebuild read silver alike for every protocol: one variant pays
-        incremental = gold_snapshot(spark, source)
+    incremental = gold_snapshot(spark, source)
+    if protocol == "canal-json":  # a rerun with nothing new is the same for every protocol: one variant pays for it
         build_gold(spark, config, source)
         assert gold_snapshot(spark, source) == incremental, "a rerun changed gold"
-        build_gold(spark, config, source, rebuild=True)
-        assert gold_snapshot(spark, source) == incremental, "gold rebuilt from silver differs from the incremental gold"
+    build_gold(spark, config, source, rebuild=True)
+    assert gold_snapshot(spark, source) == incremental, "gold rebuilt from silver differs from the incremental gold"

@@ -13,7 +13,6 @@ while it compacts, expires to one snapshot and removes orphans of every table. T
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 import sys
@@ -25,10 +24,11 @@ from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.simulator.workload import Workload, random_workload
 from spark_jobs.runtime.maintenance import stale_landing_branches
 from spark_jobs.runtime.spark_session import get_spark
-from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_RUNS, TABLES
+from spark_jobs.runtime.tables import BRONZE_MESSAGES
 from spark_jobs.silver.build import rebuild_silver
 from tests.e2e.kill import check_in_own_process, run, slices, stderr_shows
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
+from tests.e2e.test_rebuild import silver_of_source
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
@@ -37,7 +37,6 @@ KILLS = int(os.environ.get("TICDC_KILL_LOOP_ITERATIONS", "10"))
 SLICES = 3  # runs that bring new changes; the other silver kills interrupt rebuilds
 SILVER_WINDOW_SECONDS = 20.0  # about how long a silver run (or a rebuild, after its session is ready) takes here
 MAINTENANCE_WINDOW_SECONDS = 30.0  # about how long maintenance of every table takes here
-RUN_SPECIFIC = {"silver_seq", "quarantined_at", "first_seen_at"}  # differ between two decodes of the same bronze
 EVERY_SNAPSHOT_EXPIRED = MaintenanceSettings(snapshot_retention_days=0, retain_last=1, orphan_age_hours=0)
 
 
@@ -81,22 +80,6 @@ def test_silver_and_maintenance_killed_at_random_moments_then_rerun_equal_a_clea
     check_in_own_process("tests.e2e.test_silver_and_maintenance_kill", str(config_path), str(produced))
 
 
-def silver_of_source(spark) -> dict[str, list[str]]:
-    """Every silver table's rows of the source, without what differs between two decodes, as sorted JSON."""
-    from pyspark.sql import functions as F
-
-    tables = {}
-    for table in TABLES["silver"]:
-        if table.name == SILVER_RUNS:
-            continue
-        rows = spark.table(table.name).where(F.col("source") == SOURCE).toJSON().collect()
-        tables[table.name] = sorted(
-            json.dumps({k: v for k, v in json.loads(row).items() if k not in RUN_SPECIFIC}, sort_keys=True)
-            for row in rows
-        )
-    return tables
-
-
 def check(config_path: str, produced: str) -> None:
     """Bronze holds each produced record once, gold and history equal the oracle, silver equals a clean decode."""
     config = load_config(config_path)
@@ -111,10 +94,10 @@ def check(config_path: str, produced: str) -> None:
     assert_gold_is_upstream(spark, SOURCE, workload, workload.consistent_ts)
     moments = sorted({e.commit_ts for e in workload.events if hasattr(e, "commit_ts")})
     assert_history_is_upstream(spark, SOURCE, workload, workload.consistent_ts, moments)
-    after_kills = silver_of_source(spark)
+    after_kills = silver_of_source(spark, SOURCE)
     assert after_kills["silver.row_changes"], "silver is empty"
     rebuild_silver(spark, config, SOURCE)
-    clean = silver_of_source(spark)
+    clean = silver_of_source(spark, SOURCE)
     for table, rows in clean.items():
         assert after_kills[table] == rows, f"{table} after the kills differs from a clean decode of bronze"
     spark.stop()
