@@ -17,6 +17,7 @@ from spark_jobs.codecs.errors import ConfigError
 
 __all__ = [
     "BrokerUnavailableError",
+    "CatalogUnavailableError",
     "ClaimCheckUnavailableError",
     "ConcurrentLandingError",
     "ConfigError",
@@ -87,6 +88,12 @@ class RegistryUnavailableError(TransientFault):
     """The Schema Registry was unreachable, timed out, refused the credentials or answered 5xx."""
 
     service = "schema registry"
+
+
+class CatalogUnavailableError(TransientFault):
+    """Cluster mode: the shared catalog (the Hive metastore service or a REST catalog) did not answer."""
+
+    service = "catalog"
 
 
 class ClaimCheckUnavailableError(TransientFault):

@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from spark_jobs.config import PipelineConfig, secret
+from spark_jobs.config import CatalogSettings, PipelineConfig, secret
+from spark_jobs.errors import CatalogUnavailableError
 from spark_jobs.runtime.logs import quiet_libraries, verbose_requested, with_quiet_spark_logs
 
 log = logging.getLogger(__name__)
@@ -98,6 +101,25 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
     return with_quiet_spark_logs(conf)
 
 
+def check_catalog_reachable(catalog: CatalogSettings, timeout_seconds: float = 5.0) -> None:
+    """Cluster mode: the catalog answers on one of its addresses before a session is built, so an outage is one
+    line (a TransientFault, retried by Airflow) instead of the Hive client's minutes of retries and a JVM trace."""
+    problems = []
+    for uri in (u.strip() for u in catalog.uri.split(",") if u.strip()):
+        parts = urlsplit(uri)
+        default_port = {"thrift": 9083, "https": 443}.get(parts.scheme, 80)
+        try:
+            socket.create_connection((parts.hostname or "", parts.port or default_port), timeout_seconds).close()
+            return
+        except OSError as exc:
+            problems.append(exc.strerror or type(exc).__name__)
+    raise CatalogUnavailableError.at(
+        catalog.uri,
+        f"unreachable ({', '.join(problems) or 'no address'})",
+        "that the metastore (or REST catalog) service is running and runtime.catalog.uri",
+    )
+
+
 def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse"):
     """The process's SparkSession (created once, then reused), with bronze/silver/gold namespaces."""
     from pyspark.sql import SparkSession
@@ -109,6 +131,8 @@ def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse"):
     if active is not None:
         return active
     quiet_libraries()  # py4j's INFO lines also reach processes that did not configure logging (Airflow tasks)
+    if config.runtime.mode == "cluster":
+        check_catalog_reachable(config.runtime.catalog)
     ready = (
         _discard_half_created_metastore(embedded_paths(config.local_dir)) if config.runtime.mode == "embedded" else None
     )

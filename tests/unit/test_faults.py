@@ -8,7 +8,10 @@ from __future__ import annotations
 import os
 import pickle
 import socket
+import subprocess
+import sys
 import traceback
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -277,3 +280,53 @@ def test_a_watch_counts_suppressed_repeats():
         watch.summary()
         == "Kafka broker b:9092: 29 connect attempts failed before it answered (last: Connection refused)"
     )
+
+
+# ---- the catalog (cluster mode) --------------------------------------------------------------------------
+
+
+def test_an_unreachable_catalog_is_one_line_before_any_jvm():
+    from spark_jobs.config import CatalogSettings
+    from spark_jobs.errors import CatalogUnavailableError
+    from spark_jobs.runtime.spark_session import check_catalog_reachable
+
+    closed = f"127.0.0.1:{free_port()}"
+    with pytest.raises(CatalogUnavailableError) as info:
+        check_catalog_reachable(CatalogSettings(uri=f"thrift://{closed}", warehouse="s3a://lake/w"), 2)
+    assert str(info.value) == (
+        f"catalog thrift://{closed} unreachable (Connection refused); check that the metastore (or REST catalog) "
+        "service is running and runtime.catalog.uri"
+    )
+
+
+def test_a_step_in_cluster_mode_with_the_metastore_down_exits_75_with_one_line(tmp_path):
+    closed = f"127.0.0.1:{free_port()}"
+    (tmp_path / "pipeline.yaml").write_text(
+        "runtime:\n"
+        "  mode: cluster\n"
+        f"  local_dir: {tmp_path / 'lake'}\n"
+        f"  catalog: {{type: hive, uri: 'thrift://{closed}', warehouse: 's3a://lake/w'}}\n"
+        "sources:\n"
+        "  - name: shop\n"
+        "    protocol: canal-json\n"
+        "    topics: [shop_cdc]\n"
+        "    kafka: {bootstrap_servers: '127.0.0.1:9'}\n"
+    )
+    run = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ticdc-lake"),
+            "land",
+            "--source",
+            "shop",
+            "--config",
+            str(tmp_path / "pipeline.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 75, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"ticdc-lake land: catalog thrift://{closed} unreachable (Connection refused); check that the metastore "
+        "(or REST catalog) service is running and runtime.catalog.uri"
+    ]
