@@ -168,8 +168,10 @@ def maintain_table(
 def _expire_snapshots(spark, actions, table: str, expire_before: int, retain_last: int, attempts: int = 5):
     """Expire snapshots, planning again when a concurrent commit made the plan wrong.
 
-    A landing run may fork its `land_*` branch from a snapshot this expiry planned to remove; Iceberg's
-    commit retry then refuses ("Still referenced by refs"). A fresh plan leaves that snapshot alone."""
+    A landing run may fork its `land_*` branch from a snapshot this expiry planned to remove (Iceberg's commit
+    retry then refuses: "Still referenced by refs"), or drop a branch whose files the plan was reading ("File
+    does not exist"). A fresh plan, from the table as it is now, leaves both alone."""
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors import IllegalArgumentException
 
     for attempt in range(1, attempts + 1):
@@ -180,10 +182,11 @@ def _expire_snapshots(spark, actions, table: str, expire_before: int, retain_las
                 .retainLast(retain_last)
                 .execute()
             )
-        except IllegalArgumentException as exc:
-            if "Still referenced by refs" not in str(exc) or attempt == attempts:
+        except (IllegalArgumentException, Py4JJavaError) as exc:
+            concurrent = any(s in str(exc) for s in ("Still referenced by refs", "NotFoundException"))
+            if not concurrent or attempt == attempts:
                 raise
-            log.info("%s: a landing run forked from a snapshot being expired; planning again", table)
+            log.info("%s: a concurrent commit changed what the expiry planned; planning again", table)
 
 
 def _snapshot_ids(spark, table: str) -> set[int]:
