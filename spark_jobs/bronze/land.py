@@ -32,7 +32,13 @@ from spark_jobs.errors import (
     named_transient_faults,
 )
 from spark_jobs.runtime.sql import quote_ident, temp_view
-from spark_jobs.runtime.tables import BRONZE_LANDING_GAPS, BRONZE_LANDING_RUNS, BRONZE_MESSAGES, ensure_tables
+from spark_jobs.runtime.tables import (
+    BRONZE_COMMITS,
+    BRONZE_LANDING_GAPS,
+    BRONZE_LANDING_RUNS,
+    BRONZE_MESSAGES,
+    ensure_tables,
+)
 
 log = logging.getLogger(__name__)
 
@@ -256,11 +262,17 @@ def ensure_landing_base(spark) -> int:
 def commit_batch(spark, rows, base_snapshot: int, properties: dict[str, str], source: str) -> None:
     """Append `rows` with `properties` in one snapshot and record the source's offsets, only if main is
     still at `base_snapshot`."""
+    writer_options = {f"snapshot-property.{k}": v for k, v in properties.items()}
+    branch = LANDING_BRANCH_PREFIX + properties[SUMMARY_BATCH]
+    with BRONZE_COMMITS:
+        _commit_through_branch(spark, rows, base_snapshot, properties, source, branch, writer_options)
+
+
+def _commit_through_branch(spark, rows, base_snapshot, properties, source, branch, writer_options) -> None:
+    """The rows on a branch forked from `base_snapshot`, then main fast-forwarded to it (refused if main moved)."""
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import IllegalArgumentException
 
-    writer_options = {f"snapshot-property.{k}": v for k, v in properties.items()}
-    branch = LANDING_BRANCH_PREFIX + properties[SUMMARY_BATCH]
     try:
         iceberg_table(spark, BRONZE_MESSAGES).manageSnapshots().createBranch(branch, base_snapshot).commit()
         rows.writeTo(f"{BRONZE_MESSAGES}.{quote_ident('branch_' + branch)}").options(**writer_options).append()

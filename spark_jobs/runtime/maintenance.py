@@ -15,6 +15,7 @@ name from upstream is ever part of SQL text here. Two guards keep the pipeline's
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from spark_jobs.bronze.land import (
 )
 from spark_jobs.config import MaintenanceSettings, PipelineConfig
 from spark_jobs.gold.names import gold_namespace
-from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_RUNS, TABLES, ensure_tables
+from spark_jobs.runtime.tables import BRONZE_COMMITS, BRONZE_MESSAGES, SILVER_RUNS, TABLES, ensure_tables
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,15 @@ def maintain_table(
 ) -> TableMaintenance:
     """Compact, expire and remove orphans of one table; bronze also loses its stale landing branches.
 
-    `keep_since_millis`: no snapshot committed at or after this time is expired (silver's positions)."""
+    `keep_since_millis`: no snapshot committed at or after this time is expired (silver's positions). Bronze is
+    maintained between two landing commits of this process, never across one (`BRONZE_COMMITS`)."""
+    with BRONZE_COMMITS if table == BRONZE_MESSAGES else contextlib.nullcontext():
+        return _maintain_table(spark, table, settings, keep_since_millis)
+
+
+def _maintain_table(
+    spark, table: str, settings: MaintenanceSettings, keep_since_millis: int | None
+) -> TableMaintenance:
     started = time.monotonic()
     actions = spark.sparkContext._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
     rewritten = actions.rewriteDataFiles(iceberg_table(spark, table)).execute()

@@ -5,6 +5,7 @@ Table names are constants of ours (`namespace.table`), so SQL text may name them
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 BRONZE_MESSAGES = "bronze.kafka_messages"
@@ -36,6 +37,11 @@ class TableDefinition:
             f" TBLPROPERTIES ({properties})"
         )
 
+
+# Commits to bronze made by this process go one at a time. The embedded catalog commits without a metastore lock,
+# so two commits of one process (a landing run and maintenance in threads) are not atomic against each other:
+# one could be based on metadata the other replaced, and expiry could delete files the survivor references.
+BRONZE_COMMITS = threading.RLock()
 
 BRONZE_PROPERTIES = {
     "format-version": "2",
