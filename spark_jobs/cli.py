@@ -240,6 +240,38 @@ def cmd_rebuild(args) -> int:
     return 0
 
 
+def cmd_backfill_snapshot(args) -> int:
+    """Load a Dumpling export into silver at its TSO; a progress bar on a terminal, one line at the end."""
+    from spark_jobs.backfill.dumpling import CsvOptions, escaped
+    from spark_jobs.backfill.snapshot import load_snapshot, progress_bar
+    from spark_jobs.runtime.rebuild import parse_tables
+
+    tables = parse_tables(",".join(args.tables)) if args.tables else None
+    csv = CsvOptions(
+        separator=escaped(args.csv_separator),
+        delimiter=escaped(args.csv_delimiter),
+        null_value=args.csv_null_value.encode(),
+        line_terminator=escaped(args.csv_line_terminator),
+        header=not args.no_header,
+        escape_backslash=args.escape_backslash,
+    )
+    config, spark = _pipeline(args)
+    result = load_snapshot(
+        spark,
+        config,
+        args.source,
+        args.from_location,
+        tables,
+        csv,
+        force=args.force,
+        progress=progress_bar() if sys.stderr.isatty() else None,
+    )
+    print(result.line())
+    for table, rows in result.tables.items():
+        print(f"  {table}: {rows} rows")
+    return 0
+
+
 def cmd_config(args) -> int:
     from spark_jobs.config import load_config
 
@@ -333,6 +365,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="rows to show")
     p.add_argument("--config")
     p.set_defaults(func=cmd_as_of)
+
+    p = sub.add_parser("backfill", help="load what the change stream cannot give: a Dumpling export")
+    kinds = p.add_subparsers(dest="backfill", required=True)
+    p = kinds.add_parser("snapshot", help="load a Dumpling export into silver at its TSO (the changefeed's start)")
+    p.add_argument("--source", required=True)
+    p.add_argument("--from", dest="from_location", required=True, metavar="PATH_OR_URL", help="the export directory")
+    p.add_argument("--tables", action="append", help="database.table,... (default: every table of the export)")
+    p.add_argument("--force", action="store_true", help="load even though gold is published past the export's TSO")
+    p.add_argument("--csv-separator", default=",", help="Dumpling's --csv-separator (default ,)")
+    p.add_argument("--csv-delimiter", default='"', help="Dumpling's --csv-delimiter (default \")")
+    p.add_argument("--csv-null-value", default="\\N", help="Dumpling's --csv-null-value (default \\N)")
+    p.add_argument("--csv-line-terminator", default="\\r\\n", help="Dumpling's --csv-line-terminator (default \\r\\n)")
+    p.add_argument(
+        "--no-header", action="store_true", help="the CSV files have no header line (Dumpling's --no-header)"
+    )
+    p.add_argument(
+        "--escape-backslash",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="values escaped with backslashes, as Dumpling's --escape-backslash (default on)",
+    )
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_backfill_snapshot)
 
     p = sub.add_parser("demo", help="the embedded demo: broker, change stream, pipeline DAG, gold tables")
     p.add_argument("--config")

@@ -12,7 +12,8 @@
   The materialization decides per run (gold_refresh_plan):
   - rebuild: the gold table does not exist, its shape differs from the latest published schema in
     more than widened types (a DDL added, dropped or renamed columns, changed the key or changed a type
-    so that values change), a TRUNCATE was published since, or a rebuild was asked for (`dbt run
+    so that values change), a TRUNCATE or a Dumpling snapshot (backfill snapshot) was published since, or a
+    rebuild was asked for (`dbt run
     --full-refresh`, `ticdc-lake rebuild gold|history`: the var `rebuild_tables` lists the aliases); the
     table is replaced from silver in one commit;
   - widened in place: the only change is a type whose gold type stays or widens as Iceberg can promote
@@ -25,7 +26,8 @@
 -#}
 
 {#- The order of one row's changes, newest first: commit ts, then deletes before inserts at one ts (TiCDC
-    splits a key change into delete + insert), then Kafka order. -#}
+    splits a key change into delete + insert) and a Dumpling snapshot's row after both, then Kafka order. A
+    snapshot at ts T is the table's state then: changes before T do not count (published_changes). -#}
 {% macro newest_change_first() -%}
     commit_ts desc, op_order desc, kafka_partition desc, kafka_offset desc, event_index desc
 {%- endmacro %}
@@ -47,7 +49,7 @@
     {%- set source_name = var('source_name') -%}
     {%- set table_query -%}
         select to_json(columns), schema_fingerprint, consistent_ts, truncated_at_ts, upstream_database, upstream_table,
-               consistency, to_json(key_columns), silver_seq
+               consistency, to_json(key_columns), silver_seq, snapshot_at_ts
         from {{ ref('int_gold_tables') }}
         where source_name = {{ sql_string(source_name) }} and table_uid = {{ sql_string(table_uid) }}
     {%- endset -%}
@@ -60,7 +62,7 @@
     {%- set plan = {
         'exists': false, 'mode': 'rebuild', 'reason': 'new table',
         'columns': fromjson(table[0]), 'fingerprint': table[1], 'consistent_ts': table[2],
-        'truncated_at_ts': table[3], 'silver_seq': silver_seq,
+        'truncated_at_ts': table[3], 'snapshot_at_ts': table[9], 'silver_seq': silver_seq,
         'upstream': table[4] ~ '.' ~ table[5], 'consistency': table[6],
         'previous_consistent_ts': none, 'previous_silver_seq': none, 'widened': []} -%}
     {%- do plan.update({'shape': gold_shape(plan.columns, fromjson(table[7]))}) -%}
@@ -79,6 +81,9 @@
         {%- elif plan.truncated_at_ts is not none and (plan.previous_consistent_ts is none
                  or plan.truncated_at_ts | int > plan.previous_consistent_ts | int) -%}
             {%- do plan.update({'reason': 'truncated'}) -%}
+        {%- elif plan.snapshot_at_ts is not none and (plan.previous_consistent_ts is none
+                 or plan.snapshot_at_ts | int > plan.previous_consistent_ts | int) -%}
+            {%- do plan.update({'reason': 'a Dumpling snapshot was loaded'}) -%}
         {%- elif plan.previous_consistent_ts is none or plan.previous_silver_seq is none -%}
             {%- do plan.update({'reason': 'no record of the last run'}) -%}
         {%- elif props.get('ticdc.schema-fingerprint') != plan.fingerprint and widened is none -%}
@@ -228,6 +233,7 @@ published_changes as (
     inner join gold_table
         on table_changes.commit_ts <= gold_table.consistent_ts
         and table_changes.commit_ts > coalesce(gold_table.truncated_at_ts, -1)
+        and table_changes.commit_ts >= coalesce(gold_table.snapshot_at_ts, -1)
 
 ),
 

@@ -4,7 +4,8 @@
   snapshots: two updates of a row inside one run are two versions.
 
   A change that is not a delete opens a version at its commit ts; the row's next change closes it (a delete
-  only closes), and so does the first TRUNCATE TABLE after it. `_valid_to_ts` is null while the version is
+  only closes), and so does the first TRUNCATE TABLE or Dumpling snapshot after it (a snapshot is the table's
+  state at its ts: what was open before is closed there, and its rows open versions). `_valid_to_ts` is null while the version is
   current. Values are shaped exactly as gold's (gold_values): renames, drops and retypes apply to history as
   to the current table.
 
@@ -49,7 +50,7 @@ truncations as (
     from {{ ref('int_schema_versions') }}
     where source_name = {{ sql_string(source_name) }}
       and table_uid = {{ sql_string(table_uid) }}
-      and ddl_type = 'truncate_table'
+      and ddl_type in ('truncate_table', 'snapshot')
 
 ),
 

@@ -105,6 +105,8 @@ def run_demo(config_path: str | None = None) -> int:
         )
         published = produce(broker.bootstrap, messages)
         log.info("published %d Canal-JSON messages to %s (upstream: %s)", published, TOPIC, _event_counts(events))
+        export = _write_demo_export(local_dir / "demo-export", shop_stream(), events)
+        log.info("wrote a Dumpling export of the shop tables as of the first part of the stream: %s", export)
 
         dag_id = f"ticdc_ingest__{SOURCE}"
         dag_log = local_dir / "logs" / f"demo-{dag_id}.log"
@@ -119,6 +121,19 @@ def run_demo(config_path: str | None = None) -> int:
         return 0 if _report(config, events, published, dag_log, started) else 1
     finally:
         broker.stop()
+
+
+def _write_demo_export(directory: Path, first_part, events) -> Path:
+    """The shop tables as of the first part of the stream, as Dumpling exports them (README, "Backfill"): the
+    orders in CSV, gzip-compressed, the rest in SQL."""
+    from spark_jobs.devkit.dumpling_export import write_export
+    from spark_jobs.devkit.simulator.oracle import upstream_schemas, upstream_state
+
+    tso = max(e.commit_ts for e in first_part if hasattr(e, "commit_ts"))
+    shutil.rmtree(directory, ignore_errors=True)
+    tables = upstream_schemas(events, as_of=tso)
+    formats = {name: ("csv", "gzip") for name in tables if name[1] == "orders"}
+    return write_export(directory, tso, tables, upstream_state(events, as_of=tso), formats, rows_per_file=20)
 
 
 def _run_dag(dag_id: str, env: dict[str, str], dag_log: Path) -> DagTestRun:

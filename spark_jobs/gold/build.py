@@ -119,8 +119,17 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
     incremental one. The tables not rebuilt apply what is new, so the publication still holds every table of
     the source at one consistent ts.
     """
+    from spark_jobs.backfill.snapshot import SnapshotRefused, unfinished_load
+
     started, started_at = time.monotonic(), dt.datetime.now(dt.UTC)
     config.source(source_name)
+    unfinished = unfinished_load(spark, source_name)
+    if unfinished is not None:
+        raise SnapshotRefused(
+            f"source {source_name}: the snapshot load of {unfinished['location']} (TSO {unfinished['snapshot_ts']}) "
+            f"did not finish; run `ticdc-lake backfill snapshot --source {source_name} --from "
+            f"{unfinished['location']}` again before gold is published"
+        )
     work_dir = config.local_dir / "dbt"
     run_dbt(["run", "--select", "staging", "intermediate"], source_name, work_dir)
     tables = published_tables(spark, source_name)

@@ -18,6 +18,7 @@ SILVER_WATERMARKS = "silver.watermarks"
 SILVER_QUARANTINE = "silver.quarantine"
 SILVER_PENDING = "silver.pending"
 SILVER_RUNS = "silver.runs"
+SILVER_SNAPSHOT_LOADS = "silver.snapshot_loads"
 
 GOLD_PUBLICATIONS = "gold.publications"
 
@@ -125,6 +126,14 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
             quarantined BIGINT, waiting BIGINT, consistent_ts BIGINT, consistency STRING, finished_at TIMESTAMP,
             silver_seq BIGINT""",
             properties=SILVER_PROPERTIES,
+        ),
+        TableDefinition(
+            SILVER_SNAPSHOT_LOADS,
+            """source STRING NOT NULL, location STRING NOT NULL, snapshot_ts BIGINT NOT NULL, tables ARRAY<STRING>,
+            files BIGINT, `rows` BIGINT, silver_seq BIGINT, forced BOOLEAN, started_at TIMESTAMP NOT NULL,
+            finished_at TIMESTAMP""",
+            ("source",),
+            SILVER_PROPERTIES,
         ),
     ),
     "gold": (

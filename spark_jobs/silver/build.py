@@ -28,12 +28,20 @@ from spark_jobs.runtime.tables import (
     SILVER_QUARANTINE,
     SILVER_ROW_CHANGES,
     SILVER_RUNS,
+    SILVER_SNAPSHOT_LOADS,
     SILVER_WATERMARKS,
     TABLES,
     ensure_tables,
 )
 from spark_jobs.silver import merges
 from spark_jobs.silver.decode import Primer
+
+# What a Dumpling snapshot load wrote into a silver table (spark_jobs.backfill.snapshot): kept by a rebuild.
+_FROM_SNAPSHOTS = {
+    SILVER_ROW_CHANGES: "coalesce(array_contains(flags, 'snapshot'), false)",
+    SILVER_DDL_EVENTS: "ddl_type = 'snapshot'",
+    SILVER_RUNS: "kind = 'snapshot'",
+}
 
 log = logging.getLogger(__name__)
 
@@ -110,14 +118,14 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
     previous, current = _last_bronze_snapshot(spark, source.name), main_snapshot(spark)
     if (current is None or current == previous) and not _has_pending(spark, source.name):
         log.info("source %s: bronze has nothing new since the last silver run", source.name)
-        return _finish(spark, config, source.name, "incremental", None, {}, started, record=False)
+        return record_run(spark, config, source.name, "incremental", None, {}, started, record=False)
     bronze = _bronze_at(spark, source.name, SILVER_PENDING)
     if current is not None and current != previous:
         bronze = _bronze_since(spark, source.name, previous, current).unionByName(bronze)
     seq = next_silver_seq(spark, source.name)
     counts = decode_and_write(spark, source, bronze, seq)
     counts["quarantined"] = counts.get("quarantine", 0) + merges.expire_pending(spark, source)
-    return _finish(
+    return record_run(
         spark,
         config,
         source.name,
@@ -130,13 +138,18 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
 
 
 def rebuild_silver(spark, config: PipelineConfig, source_name: str) -> SilverResult:
-    """Forget everything silver holds for a source (its run log too) and decode all of bronze again."""
+    """Forget everything silver holds for a source (its run log too) and decode all of bronze again. What
+    Dumpling snapshot loads put there is kept: it does not come from bronze."""
     source = config.source(source_name)
     ensure_tables(spark, "silver")
     # The run log goes first: a rebuild killed after that is finished by the next run of either kind, which
     # finds no run recorded and decodes all of bronze again (the merges keep what is still there once).
     for table in sorted(TABLES["silver"], key=lambda t: t.name != SILVER_RUNS):
-        spark.sql(f"DELETE FROM {table.name} WHERE source = :source", args={"source": source.name})
+        if table.name != SILVER_SNAPSHOT_LOADS:
+            spark.sql(
+                f"DELETE FROM {table.name} WHERE source = :source AND NOT ({_FROM_SNAPSHOTS.get(table.name, 'false')})",
+                args={"source": source.name},
+            )
     log.info("source %s: silver cleared; decoding all of bronze again", source.name)
     return build_silver(spark, config, source.name)
 
@@ -150,7 +163,7 @@ def replay_quarantine(spark, config: PipelineConfig, source_name: str) -> Silver
     seq = next_silver_seq(spark, source.name)
     counts = decode_and_write(spark, source, bronze, seq, replaying=True)
     counts["quarantined"] = counts.get("quarantine", 0)
-    return _finish(spark, config, source.name, "replay", None, counts, started, silver_seq=seq)
+    return record_run(spark, config, source.name, "replay", None, counts, started, silver_seq=seq)
 
 
 def _last_commit_per_partition(spark, source: str) -> dict[tuple[str, int], int]:
@@ -241,7 +254,7 @@ def consistent_ts(spark, config: PipelineConfig, source_name: str) -> tuple[int 
     return min(marks[tp] for tp in partitions), "watermark"
 
 
-def _finish(
+def record_run(
     spark,
     config: PipelineConfig,
     source_name: str,

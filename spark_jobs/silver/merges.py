@@ -253,6 +253,35 @@ def merge_ddl_events(spark, source: str, protocol: str, decoded) -> int:
         ((r["commit_ts"] or 1) - 1, 1, r["at"]["topic"], r["at"]["partition"], r["at"]["offset"], "shape", r)
         for r in shapes
     ]
+    return _apply_steps(spark, source, protocol, steps, recorded)
+
+
+def merge_snapshot_schemas(spark, source: str, protocol: str, snapshot_ts: int, statements: list[dict]) -> dict:
+    """The CREATE TABLE of each table of a Dumpling export as a `snapshot` DDL event at the export's TSO (after
+    any DDL at that ts: the export saw it). The table's schema at the snapshot is the statement read as a new
+    table; a table known already keeps its identity. `statements`: dicts of database, table, ddl_sql and
+    topic (where it came from). Returns (database, table) -> the schema recorded at the snapshot."""
+    recorded = _recorded_ddl_events(spark, source)
+    done = {(r["commit_ts"], r["ddl_sql"], r["database"], r["table"]) for r in recorded}
+    steps = [
+        (snapshot_ts, 2, r["topic"], 0, 0, "snapshot", r)
+        for r in statements
+        if (snapshot_ts, r["ddl_sql"], r["database"], r["table"]) not in done
+    ]
+    if steps:
+        _apply_steps(spark, source, protocol, steps, recorded)
+    rows = spark.sql(
+        f"""SELECT database, `table`, table_schema FROM {SILVER_DDL_EVENTS}
+            WHERE source = :source AND ddl_type = 'snapshot' AND commit_ts = :ts""",
+        args={"source": source, "ts": snapshot_ts},
+    ).collect()
+    return {(r["database"], r["table"]): json.loads(r["table_schema"]) for r in rows if r["table_schema"]}
+
+
+def _apply_steps(spark, source: str, protocol: str, steps: list, recorded: list) -> int:
+    """New steps after the recorded ones: appended, or the whole history derived again when one is older than
+    the newest recorded event. Returns how many inferred events were added."""
+    recorded_statements = {(r["commit_ts"], r["ddl_sql"]) for r in recorded}
     newest = max((r["commit_ts"] for r in recorded), default=None)
     replay = newest is not None and any(step[0] < newest for step in steps)
     if replay:
@@ -283,6 +312,8 @@ def _derived_events(
         where = (topic, partition, offset)
         if what == "shape":
             out.extend(_inferred_from_rows(source, protocol, r, commit_ts, known, where))
+        elif what == "snapshot":
+            out.extend(_snapshot_schema(source, r, commit_ts, known, where))
         elif r["kind"] == "bootstrap":
             out.extend(_inferred_from_bootstrap(source, r, commit_ts, known, where))
         elif (commit_ts, r["ddl_sql"]) not in seen:
@@ -306,6 +337,9 @@ def _recorded_steps(recorded: list) -> list[tuple]:
                 "key_columns": schema["key_columns"],
             }
             steps.append((r["commit_ts"], 1, *where, "shape", shape))
+            continue
+        if r["ddl_type"] == "snapshot":
+            steps.append((r["commit_ts"], 2, *where, "snapshot", r))
             continue
         statement = {
             "kind": "bootstrap" if r["ddl_type"] == "bootstrap" else "ddl",
@@ -363,6 +397,36 @@ def _interpreted(source: str, r, commit_ts: int, known: dict, where: tuple, anno
             )
         )
     return out
+
+
+def _snapshot_schema(source: str, r, commit_ts: int, known: dict, where: tuple) -> list[DdlEventRow]:
+    """A table's CREATE TABLE from a Dumpling export, read as a new table; a table known already keeps its
+    table_uid and the ids of the columns it still has by name (its earlier changes map onto them)."""
+    name = (r["database"], r["table"])
+    change = ddl.interpret(r["ddl_sql"], database=r["database"], table=r["table"], commit_ts=commit_ts, schemas={})[0]
+    schema, previous = change.schema_after, known.get(name)
+    if schema is not None and previous is not None:
+        ids = {c["name"].lower(): c["id"] for c in previous["columns"]}
+        next_id = previous["next_column_id"]
+        for column in schema["columns"]:
+            column["id"] = ids.get(column["name"].lower()) or next_id
+            next_id += column["id"] == next_id
+        schema.update(table_uid=previous["table_uid"], next_column_id=next_id)
+    known[name] = schema
+    return [
+        _event(
+            source,
+            r["database"],
+            r["table"],
+            commit_ts,
+            "snapshot",
+            r["ddl_sql"],
+            schema,
+            "parsed",
+            where,
+            understood=change.understood and change.ddl_type == "create_table",
+        )
+    ]
 
 
 def _inferred_from_bootstrap(source: str, r, commit_ts: int, known: dict, where: tuple) -> list[DdlEventRow]:

@@ -13,7 +13,12 @@ renamed as (
         database as upstream_database,
         `table` as upstream_table,
         op,
-        case op when 'delete' then 0 when 'update' then 1 else 2 end as op_order,
+        case
+            when array_contains(flags, 'snapshot') then 3
+            when op = 'delete' then 0
+            when op = 'update' then 1
+            else 2
+        end as op_order,
         commit_ts,
         row_key,
         before,

@@ -115,13 +115,15 @@ def random_workload(
     preexisting: int = 1,
     protocol: str | None = None,
     hostile_names: bool = False,
+    tick_ms: tuple[int, int] = (1, 40),
 ) -> Workload:
     """`changes` row changes over `tables` tables at the start (`preexisting` of them from before the stream),
-    with DDL between them when `ddl`, and a resolved ts last."""
+    with DDL between them when `ddl`, and a resolved ts last. Transactions are `tick_ms` apart (a random number
+    of milliseconds in that range, most of the time), so a wide range spreads the stream over days."""
     if protocol is not None and protocol not in PROTOCOL_LIMITS:
         raise ValueError(f"unknown protocol {protocol!r}")
     avoided = PROTOCOL_LIMITS[protocol] if protocol else {}
-    generator = _Generator(random.Random(seed), avoided, hostile_names)
+    generator = _Generator(random.Random(seed), avoided, hostile_names, tick_ms)
     old = generator.start(tables, preexisting)
     generator.run(changes, ddl)
     return Workload(seed, protocol, generator.events, old, dict(avoided))
@@ -185,8 +187,9 @@ class _Live:
 
 
 class _Generator:
-    def __init__(self, rng: random.Random, avoided: dict[str, str], hostile: bool):
+    def __init__(self, rng: random.Random, avoided: dict[str, str], hostile: bool, tick_ms: tuple[int, int]):
         self.rng = rng
+        self.tick_ms = tick_ms
         self.avoid = avoided
         self.hostile = hostile
         self.events: list[Event] = []
@@ -205,7 +208,7 @@ class _Generator:
     def tick(self) -> int:
         """A new commit ts, above every earlier one."""
         if self.rng.random() < 0.7:
-            self.physical += self.rng.randint(1, 40)
+            self.physical += self.rng.randint(*self.tick_ms)
             self.logical = self.rng.randint(0, 50)
         else:
             self.logical += self.rng.randint(1, 5)

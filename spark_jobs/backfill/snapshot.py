@@ -1,0 +1,352 @@
+"""Load a Dumpling export into silver: the rows a table had before the changefeed started.
+
+TiDB users start a changefeed at the TSO of a Dumpling export; the lakehouse starts from that export. Its tables'
+CREATE statements become `snapshot` DDL events at the export's TSO and its rows snapshot row changes (flag
+`snapshot`) at that TSO, so that gold is the export plus every change after it: gold and history take a table's
+snapshot as its state at that TSO, and changes the changefeed sent at or before it do not apply again
+(docs/architecture.md, "Snapshot loads").
+
+The data files are read by Spark tasks, one task per file (`-F`/`-r` in Dumpling splits big tables), so no row
+passes through the driver. A load is recorded in `silver.snapshot_loads` when it starts and again when it
+finishes; gold refuses to publish a source with a load that did not finish. Loading the same export again
+changes nothing; a load at a TSO gold has already passed is refused unless forced (the loaded tables' gold and
+history are then rebuilt).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from spark_jobs.backfill import dumpling
+from spark_jobs.config import PipelineConfig
+from spark_jobs.errors import ConfigError
+from spark_jobs.runtime.tables import SILVER_SNAPSHOT_LOADS, ensure_tables
+
+log = logging.getLogger(__name__)
+PROGRESS_SECONDS = 10.0
+
+
+class SnapshotRefused(ConfigError):
+    """A load that would make gold wrong: one clear line, nothing written."""
+
+
+@dataclass
+class SnapshotResult:
+    source: str
+    location: str
+    snapshot_ts: int
+    tables: dict[str, int]  # db.table -> rows
+    files: int
+    seconds: float
+    already_loaded: bool = False
+
+    def line(self) -> str:
+        if self.already_loaded:
+            return f"{self.source}: the export at {self.location} (TSO {self.snapshot_ts}) was loaded before; nothing to do"
+        rows = sum(self.tables.values())
+        rate = rows / self.seconds if self.seconds else 0.0
+        return (
+            f"{self.source}: snapshot at TSO {self.snapshot_ts} loaded from {self.location}: {rows} rows of "
+            f"{len(self.tables)} tables from {self.files} files in {self.seconds:.0f} s ({rate:.0f} rows/s)"
+        )
+
+
+def load_snapshot(
+    spark,
+    config: PipelineConfig,
+    source_name: str,
+    location: str,
+    tables: frozenset[tuple[str, str]] | None = None,
+    csv: dumpling.CsvOptions | None = None,
+    force: bool = False,
+    progress=None,
+) -> SnapshotResult:
+    """Load the Dumpling export at `location` (a directory or an fsspec URL) into the source's silver tables.
+    `progress(files_done, files, rows, seconds)` is called while the files are read."""
+    from spark_jobs.silver import merges
+    from spark_jobs.silver.build import next_silver_seq, record_run
+
+    source = config.source(source_name)
+    started = time.monotonic()
+    fs, root = _filesystem(location)
+    export, chosen = _plan(fs, root, location, tables)
+    ensure_tables(spark, "silver")
+    earlier = _load_record(spark, source.name, location, export.snapshot_ts)
+    if earlier is not None and earlier["finished_at"] is not None:
+        return SnapshotResult(source.name, location, export.snapshot_ts, {}, 0, 0.0, already_loaded=True)
+    published = _published_ts(spark, source.name)
+    if published is not None and published > export.snapshot_ts and not force:
+        raise SnapshotRefused(
+            f"source {source.name}: gold is published up to TiDB ts {published}, past the export's TSO "
+            f"{export.snapshot_ts}: loading it would rewrite what gold has shown; run with --force to load it "
+            "anyway (its tables' gold and history are then rebuilt)"
+        )
+    statements = [
+        {
+            "database": database,
+            "table": table,
+            "ddl_sql": dumpling.create_statement(_read(fs, root, export.schemas[(database, table)]), name),
+            "topic": f"dumpling:{name}",
+        }
+        for (database, table), name in sorted(export.schemas.items())
+        if (database, table) in chosen
+    ]
+    files = [f for f in export.data_files if (f.database, f.table) in chosen]
+    seq = next_silver_seq(spark, source.name)
+    _record_start(spark, source.name, location, export.snapshot_ts, chosen, seq, force)
+    log.info(
+        "source %s: loading the snapshot at TSO %d from %s: %d tables, %d data files",
+        source.name,
+        export.snapshot_ts,
+        location,
+        len(chosen),
+        len(files),
+    )
+    schemas = merges.merge_snapshot_schemas(spark, source.name, source.protocol, export.snapshot_ts, statements)
+    keyless = sorted(f"{d}.{t}" for (d, t), s in schemas.items() if not s["key_columns"])
+    if keyless:
+        raise SnapshotRefused(
+            f"source {source.name}: {', '.join(keyless)} has no primary key or NOT NULL unique key, so TiCDC sends "
+            "no changes of it; leave it out with --tables"
+        )
+    counts = _load_rows(spark, source.name, location, export.snapshot_ts, files, schemas, csv, seq, progress)
+    record_run(
+        spark,
+        config,
+        source.name,
+        "snapshot",
+        None,
+        {"row": sum(counts.values()), "ddl": len(statements)},
+        started,
+        silver_seq=seq,
+    )
+    _record_finish(spark, source.name, location, export.snapshot_ts, len(files), sum(counts.values()))
+    if force and published is not None and published > export.snapshot_ts:
+        from spark_jobs.gold.build import RebuildScope, build_gold
+
+        log.info("source %s: rebuilding the gold and history of the loaded tables (forced load)", source.name)
+        build_gold(spark, config, source.name, rebuild=RebuildScope(tables=frozenset(schemas)))
+    result = SnapshotResult(
+        source.name,
+        location,
+        export.snapshot_ts,
+        {f"{d}.{t}": counts.get((d, t), 0) for d, t in sorted(chosen)},
+        len(files),
+        time.monotonic() - started,
+    )
+    for table, rows in result.tables.items():
+        log.info("source %s: snapshot of %s: %d rows", source.name, table, rows)
+    log.info("%s", result.line())
+    return result
+
+
+def unfinished_load(spark, source: str):
+    """The source's snapshot load that started and did not finish, or None (gold must not publish then)."""
+    ensure_tables(spark, "silver")
+    rows = spark.sql(
+        f"SELECT location, snapshot_ts FROM {SILVER_SNAPSHOT_LOADS} WHERE source = :source AND finished_at IS NULL",
+        args={"source": source},
+    ).collect()
+    return rows[0] if rows else None
+
+
+def _filesystem(location: str):
+    import fsspec.core
+
+    try:
+        fs, root = fsspec.core.url_to_fs(location)
+    except (ImportError, ValueError) as exc:
+        raise ConfigError(f"backfill snapshot --from {location}: cannot open it ({exc})") from None
+    if not fs.isdir(root):
+        raise ConfigError(f"backfill snapshot --from {location}: no such directory")
+    return fs, root
+
+
+def _read(fs, root: str, name: str) -> bytes:
+    compression = dumpling.split_compression(name)[1]
+    with fs.open(f"{root.rstrip('/')}/{name}", "rb") as f:
+        return dumpling.decompress(f.read(), compression)
+
+
+def _plan(fs, root: str, location: str, tables: frozenset[tuple[str, str]] | None):
+    prefix = root.rstrip("/") + "/"
+    names = [path.removeprefix(prefix) for path in fs.find(root) if path.startswith(prefix)]
+    if "metadata" not in names:
+        raise ConfigError(f"backfill snapshot --from {location}: no 'metadata' file (not a Dumpling export?)")
+    try:
+        export = dumpling.plan_export(names, _read(fs, root, "metadata").decode("utf-8", "replace"))
+    except dumpling.ExportError as exc:
+        raise ConfigError(f"backfill snapshot --from {location}: {exc}") from None
+    present = set(export.schemas)
+    missing = sorted(f"{d}.{t}" for d, t in (tables or set()) - present)
+    if missing:
+        raise ConfigError(f"backfill snapshot --from {location}: the export has no table {', '.join(missing)}")
+    return export, present if tables is None else set(tables)
+
+
+def _published_ts(spark, source: str) -> int | None:
+    from spark_jobs.gold.publish import latest_publication
+
+    publication = latest_publication(spark, source)
+    return publication["consistent_ts"] if publication is not None else None
+
+
+def _load_record(spark, source: str, location: str, snapshot_ts: int):
+    rows = spark.sql(
+        f"""SELECT * FROM {SILVER_SNAPSHOT_LOADS}
+            WHERE source = :source AND location = :location AND snapshot_ts = :ts""",
+        args={"source": source, "location": location, "ts": snapshot_ts},
+    ).collect()
+    return rows[0] if rows else None
+
+
+def _record_start(spark, source, location, snapshot_ts, tables, seq, force) -> None:
+    spark.sql(
+        f"""MERGE INTO {SILVER_SNAPSHOT_LOADS} t
+            USING (SELECT :source AS source, :location AS location, :ts AS snapshot_ts) s
+            ON t.source = s.source AND t.location = s.location AND t.snapshot_ts = s.snapshot_ts
+            WHEN MATCHED THEN UPDATE SET silver_seq = :seq, forced = :force, started_at = current_timestamp()
+            WHEN NOT MATCHED THEN INSERT (source, location, snapshot_ts, tables, files, `rows`, silver_seq, forced,
+                started_at, finished_at)
+                VALUES (s.source, s.location, s.snapshot_ts, from_json(:tables, 'array<string>'), NULL, NULL, :seq,
+                :force, current_timestamp(), NULL)""",
+        args={
+            "source": source,
+            "location": location,
+            "ts": snapshot_ts,
+            "seq": seq,
+            "force": force,
+            "tables": _json([f"{d}.{t}" for d, t in sorted(tables)]),
+        },
+    )
+
+
+def _record_finish(spark, source, location, snapshot_ts, files, rows) -> None:
+    spark.sql(
+        f"""UPDATE {SILVER_SNAPSHOT_LOADS} SET files = :files, `rows` = :rows, finished_at = current_timestamp()
+            WHERE source = :source AND location = :location AND snapshot_ts = :ts""",
+        args={"source": source, "location": location, "ts": snapshot_ts, "files": files, "rows": rows},
+    )
+
+
+def _json(value) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def _load_rows(spark, source, location, snapshot_ts, files, schemas, csv, seq, progress) -> dict[tuple[str, str], int]:
+    """Every data file parsed by its own Spark task into snapshot row changes, merged into silver once."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from spark_jobs.silver import merges
+    from spark_jobs.silver.decode import DECODED_SCHEMA, row_key
+
+    if not files:
+        return {}
+    csv = csv or dumpling.CsvOptions()
+    sc = spark.sparkContext
+    rows_read = sc.accumulator(0)
+    files_read = sc.accumulator(0)
+    wanted = {name: {c["name"]: c["type"] for c in schema["columns"]} for name, schema in schemas.items()}
+    keys = {  # in the table's column order, as TiCDC sends the handle key: the same row_key as the stream's
+        name: [c["name"] for c in schema["columns"] if c["name"] in schema["key_columns"]]
+        for name, schema in schemas.items()
+    }
+
+    def read_files(part):
+        import fsspec.core
+
+        fs, root = fsspec.core.url_to_fs(location)
+        for file in part:
+            name = (file.database, file.table)
+            schema = {"columns": [{"name": n, "type": t} for n, t in wanted[name].items()]}
+            data = _read(fs, root, file.name)
+            count = 0
+            for count, row in enumerate(dumpling.canonical_rows(file, data, schema, csv), start=1):
+                yield (
+                    f"dumpling:{file.name}", 0, count, 0, "row", "insert", file.database, file.table, snapshot_ts,
+                    row_key(keys[name], None, row), keys[name], None, row, wanted[name], None, None, None, None,
+                    ["snapshot"], None,
+                )  # fmt: skip
+            rows_read.add(count)
+            files_read.add(1)
+
+    parsed = (
+        spark.createDataFrame(
+            sc.parallelize(files, len(files)).mapPartitions(read_files), from_arrow_schema(DECODED_SCHEMA)
+        )
+        .withColumn("source", F.lit(source))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    with _progress_while(progress, len(files), files_read, rows_read):
+        counts = {
+            (r["database"], r["table"]): r["n"]
+            for r in parsed.groupBy("database", "table").count().withColumnRenamed("count", "n").collect()
+        }
+    merges.merge_row_changes(spark, source, parsed, seq)
+    parsed.unpersist()
+    return counts
+
+
+class _progress_while:
+    """Calls `progress(files_done, files, rows, seconds)` every second (and logs every PROGRESS_SECONDS) while
+    the block runs; the accumulators grow as Spark tasks finish."""
+
+    def __init__(self, progress, files: int, files_read, rows_read):
+        self.progress, self.files, self.files_read, self.rows_read = progress, files, files_read, rows_read
+        self.stop = threading.Event()
+
+    def __enter__(self):
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        last_log = self.started
+        while not self.stop.wait(1.0):
+            now = time.monotonic()
+            self._report(now)
+            if now - last_log >= PROGRESS_SECONDS:
+                last_log = now
+                done, rows = self.files_read.value, self.rows_read.value
+                log.info(
+                    "snapshot load: %d/%d files, %d rows, %.0f rows/s",
+                    done,
+                    self.files,
+                    rows,
+                    rows / (now - self.started),
+                )
+
+    def _report(self, now: float) -> None:
+        if self.progress is not None:
+            self.progress(self.files_read.value, self.files, self.rows_read.value, now - self.started)
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        self._report(time.monotonic())
+        return False
+
+
+def progress_bar(stream=sys.stderr):
+    """A one-line progress bar for a terminal: files, rows, rows/s."""
+
+    def show(done: int, files: int, rows: int, seconds: float) -> None:
+        width = 30
+        filled = int(width * done / files) if files else width
+        rate = rows / seconds if seconds else 0.0
+        end = "\n" if done >= files else ""
+        stream.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{files} files, {rows} rows, {rate:.0f} rows/s{end}"
+        )
+        stream.flush()
+
+    return show
