@@ -13,6 +13,7 @@ import os
 import re
 import types
 import typing
+import zoneinfo
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -133,11 +134,19 @@ class FreshnessSettings:
 
 
 @dataclass(frozen=True)
+class DailySettings:
+    """The daily as-of tables (`ticdc_daily__<source>`): a day ends at midnight in this IANA time zone."""
+
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     sources: list[SourceSettings]
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     maintenance: MaintenanceSettings = field(default_factory=MaintenanceSettings)
     freshness: FreshnessSettings = field(default_factory=FreshnessSettings)
+    daily: DailySettings = field(default_factory=DailySettings)
     path: Path = Path(".")
 
     def source(self, name: str) -> SourceSettings:
@@ -265,6 +274,13 @@ def _check(config: PipelineConfig, file: Path) -> None:
             raise fail(f"freshness.{key}", "must be longer than 0")
     if "error_after" in durations and durations["warn_after"] > durations["error_after"]:
         raise fail("freshness.warn_after", "must not be longer than freshness.error_after")
+    try:
+        zoneinfo.ZoneInfo(config.daily.timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        raise fail(
+            "daily.timezone",
+            f"{config.daily.timezone!r} is not a known time zone; use an IANA name (UTC, Asia/Shanghai)",
+        ) from None
     if not config.sources:
         raise fail("sources", "at least one source is required")
     names: set[str] = set()

@@ -48,6 +48,18 @@ def history_table(database: str, table: str) -> str:
     return gold_table(database, table) + HISTORY_SUFFIX
 
 
+def daily_namespace(source: str) -> str:
+    """The daily as-of tables' own namespace, not `gold_<source>`: a gold build drops every table of its namespace
+    that no live upstream table wants, and a day's rows outlive the table's drop or rename upstream. No source's
+    gold namespace starts with `daily_`, so the two never meet."""
+    return f"daily_{source}"
+
+
+def daily_table(source: str, database: str, table: str) -> tuple[str, str]:
+    """(namespace, table) of the daily as-of table of an upstream table: `daily_<source>.<database>__<table>`."""
+    return daily_namespace(source), gold_table(database, table)
+
+
 def upstream_of(gold_name: str) -> tuple[str, str]:
     """(database, table) of a gold table name (the inverse of gold_table)."""
     name = gold_name.removesuffix(HISTORY_SUFFIX)

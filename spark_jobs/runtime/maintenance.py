@@ -28,7 +28,7 @@ from spark_jobs.bronze.land import (
     main_snapshot,
 )
 from spark_jobs.config import MaintenanceSettings, PipelineConfig
-from spark_jobs.gold.names import gold_namespace
+from spark_jobs.gold.names import daily_namespace, gold_namespace
 from spark_jobs.runtime.tables import BRONZE_COMMITS, BRONZE_MESSAGES, SILVER_RUNS, TABLES, ensure_tables
 
 log = logging.getLogger(__name__)
@@ -68,13 +68,13 @@ def layer_tables(layer: str) -> list[str]:
 
 
 def gold_tables(spark, source: str) -> list[str]:
-    """The source's gold tables (and history tables) as they exist in its namespace; views are not tables.
+    """The source's gold, history and daily as-of tables as they exist in its namespaces; views are not tables.
     Gold names are plain by construction (`spark_jobs.gold.names`), so `namespace.table` needs no quoting."""
-    namespace = gold_namespace(source)
-    if not spark.catalog.databaseExists(namespace):
-        return []
+    namespaces = (gold_namespace(source), daily_namespace(source))
     return sorted(
         f"{namespace}.{t.name}"
+        for namespace in namespaces
+        if spark.catalog.databaseExists(namespace)
         for t in spark.catalog.listTables(namespace)
         if not t.isTemporary and t.tableType != "VIEW"
     )

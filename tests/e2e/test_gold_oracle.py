@@ -68,7 +68,10 @@ SPARK_TYPES = {
 def expected_spark_type(mysql_type: str) -> str:
     canonical = canonical_type(mysql_type)
     if canonical.startswith("decimal"):
-        return canonical.replace(" unsigned", "") if "(" in canonical else "decimal(38,10)"
+        if "(" not in canonical:
+            return "decimal(38,10)"
+        wide = int(canonical.split("(")[1].split(",")[0]) > 38  # wider than Spark's decimals: exact text
+        return "string" if wide else canonical.replace(" unsigned", "")
     return SPARK_TYPES.get(canonical, "string")
 
 
