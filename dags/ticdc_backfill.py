@@ -37,8 +37,8 @@ def backfill_dag(source_name: str):
                 False,
                 type="boolean",
                 title="Force",
-                description="Load even though gold is published past the export's TSO (the loaded tables' gold "
-                "and history are then rebuilt).",
+                description="Load even though gold is published past the export's TSO (the source's gold "
+                "and history are then rebuilt from silver).",
             ),
             "csv_separator": Param(
                 ",", type="string", title="CSV separator", description="Dumpling's --csv-separator."

@@ -9,8 +9,8 @@ snapshot as its state at that TSO, and changes the changefeed sent at or before 
 The data files are read by Spark tasks, one task per file (`-F`/`-r` in Dumpling splits big tables), so no row
 passes through the driver. A load is recorded in `silver.snapshot_loads` when it starts and again when it
 finishes; gold refuses to publish a source with a load that did not finish. Loading the same export again
-changes nothing; a load at a TSO gold has already passed is refused unless forced (the loaded tables' gold and
-history are then rebuilt).
+changes nothing; a load at a TSO gold has already passed is refused unless forced (the source's gold and history
+are then rebuilt from silver).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def load_snapshot(
         raise SnapshotRefused(
             f"source {source.name}: gold is published up to TiDB ts {published}, past the export's TSO "
             f"{export.snapshot_ts}: loading it would rewrite what gold has shown; run with --force to load it "
-            "anyway (its tables' gold and history are then rebuilt)"
+            "anyway (the source's gold and history are then rebuilt from silver)"
         )
     statements = [
         {
@@ -126,10 +126,11 @@ def load_snapshot(
     )
     _record_finish(spark, source.name, location, export.snapshot_ts, len(files), sum(counts.values()))
     if force and published is not None and published > export.snapshot_ts:
-        from spark_jobs.gold.build import RebuildScope, build_gold
+        from spark_jobs.gold.build import build_gold
 
-        log.info("source %s: rebuilding the gold and history of the loaded tables (forced load)", source.name)
-        build_gold(spark, config, source.name, rebuild=RebuildScope(tables=frozenset(schemas)))
+        # every table: a loaded table may have been renamed or dropped since, and gold knows it by its name now
+        log.info("source %s: rebuilding gold and history from silver (a forced load)", source.name)
+        build_gold(spark, config, source.name, rebuild=True)
     result = SnapshotResult(
         source.name,
         location,
