@@ -4,8 +4,8 @@ run without the fault gives.
 
 - a broker that is down: `ticdc-lake land` exits 75 with one line, not librdkafka's retry chatter;
 - a broker frozen (SIGSTOP) and continued in the middle of landing runs: bronze ends equal, byte for byte
-  (key, value, headers per offset), to what was produced (Tansu keeps topics in memory, so a frozen process
-  is the broker outage that keeps them);
+  (key, value, headers per offset), to what was produced (a frozen process: the shared broker keeps its topics
+  in memory; the broker stopped and started again on persistent storage is tests/e2e/test_broker_restart.py);
 - the Schema Registry failing (503 after a first answer, 401, stopped) during silver runs: each run raises
   RegistryUnavailableError and writes nothing; after recovery silver equals a clean decode, none quarantined.
 
