@@ -29,18 +29,18 @@ class DayComplete(BaseSensorOperator):
         self.source_name = source_name
 
     def poke(self, context):
+        """Reads the newest publication's consistent ts from its file beside the tables: no Spark and no lock,
+        so a poke every few minutes costs nothing and never holds up the source's ingest runs."""
         from airflow.sdk.bases.sensor import PokeReturnValue
 
-        from spark_jobs.backfill.daily import day_status
+        from spark_jobs.backfill.daily import DayStatus, end_of_day_ts
         from spark_jobs.config import load_config
-        from spark_jobs.runtime.lock import source_lock
-        from spark_jobs.runtime.spark_session import get_spark
+        from spark_jobs.status.snapshot import published_ts
 
         config = load_config()
         config.source(self.source_name)
-        day = run_day(context)
-        with source_lock(config.local_dir, self.source_name, "daily: wait_for_day"):
-            status = day_status(get_spark(config), self.source_name, day, config.daily.timezone)
+        day, zone = run_day(context), config.daily.timezone
+        status = DayStatus(day, zone, end_of_day_ts(day, zone), published_ts(config.local_dir, self.source_name))
         self.log.info("%s", status.line(self.source_name))
         return PokeReturnValue(
             is_done=status.complete,
@@ -79,8 +79,8 @@ def daily_dag(source_name: str):
         rows come from the history tables (`…__history`), the same as-of as `ticdc-lake as-of`.
 
         1. **wait_for_day**: a sensor (reschedule mode: it holds no worker between pokes; every 10 minutes,
-           at most 2 days) until the source's consistent timestamp (its newest gold publication) has reached
-           the end of the day. A scheduled run starts at midnight UTC as its day begins, so it waits through
+           at most 2 days) until the source's consistent timestamp (its newest gold publication, read from
+           `<local_dir>/status/<source>.published.json` without Spark) has reached the end of the day. A scheduled run starts at midnight UTC as its day begins, so it waits through
            the day and then for the pipeline's lag. A day is never written before it is complete;
         2. **write_day**: holds the source's lock (as the ingest steps do), then replaces that day's partition
            of every table that existed at the end of the day, one commit per table; a partition that already

@@ -123,7 +123,7 @@ def write_day(spark, source: str, day: dt.date, timezone: str = "UTC") -> DailyR
     if not status.complete:
         raise IncompleteDayError(status.line(source) + "; the day is not written")
     result = DailyResult(source, day, status.as_of_ts)
-    namespace = names.daily_table(source, "d", "t")[0]
+    namespace = names.daily_namespace(source)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_ident(namespace)}")
     for database, table in tables_at(spark, source, status.as_of_ts):
         rows = _day_rows(spark, source, database, table, day, status.as_of_ts)

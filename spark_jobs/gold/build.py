@@ -21,6 +21,7 @@ from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
 from spark_jobs.gold.publish import PublishedTable, current_snapshot, publish
 from spark_jobs.runtime.logs import verbose_requested
+from spark_jobs.status.snapshot import record_publication
 
 log = logging.getLogger(__name__)
 
@@ -198,4 +199,5 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
         ],
         started_at,
     )
+    record_publication(config.local_dir, source_name, ts, tag)
     return GoldResult(source_name, ts, how, counts, needing, time.monotonic() - started, versions, tag)

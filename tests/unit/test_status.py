@@ -9,7 +9,14 @@ from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.simulator.model import Message
 from spark_jobs.status.live import BrokerOffsets, high_watermarks
 from spark_jobs.status.metrics import prometheus_text
-from spark_jobs.status.snapshot import HISTORY_LIMIT, read_snapshot, snapshot_path, write_snapshot
+from spark_jobs.status.snapshot import (
+    HISTORY_LIMIT,
+    published_ts,
+    read_snapshot,
+    record_publication,
+    snapshot_path,
+    write_snapshot,
+)
 from spark_jobs.status.view import source_view
 
 NOW = 1_800_000_000_000
@@ -96,6 +103,16 @@ def test_snapshot_history_is_bounded_and_a_rerun_replaces_its_entry(tmp_path):
     assert history[-1]["landed_records"] == 999
     assert [p.name for p in snapshot_path(tmp_path, "shop").parent.iterdir()] == ["shop.json"]  # no temp file left
     json.loads(snapshot_path(tmp_path, "shop").read_text())
+
+
+def test_the_newest_publication_is_read_back_without_spark(tmp_path):
+    assert published_ts(tmp_path, "shop") is None
+    record_publication(tmp_path, "shop", 462601493275475993, "ticdc_462601493275475993")
+    record_publication(tmp_path, "other", 5, "ticdc_5")
+    record_publication(tmp_path, "shop", 462601493275475999, "ticdc_462601493275475999")
+    assert published_ts(tmp_path, "shop") == 462601493275475999
+    assert published_ts(tmp_path, "other") == 5
+    assert sorted(p.name for p in (tmp_path / "status").iterdir()) == ["other.published.json", "shop.published.json"]
 
 
 def test_view_lags_as_of_now_offsets_against_the_broker_and_rates():
