@@ -52,6 +52,16 @@ def free_port() -> int:
 STORAGES = ("memory", "s3")
 
 
+def terminate(process: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL if the process has not ended within 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class EmbeddedBroker:
     """A Tansu broker process on 127.0.0.1; `with EmbeddedBroker(log_dir) as broker: broker.bootstrap`.
 
@@ -158,12 +168,7 @@ class EmbeddedBroker:
     def _stop_process(self) -> None:
         if self._process and self._process.poll() is None:
             self._process.send_signal(signal.SIGCONT)  # a frozen broker would not act on SIGTERM
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            terminate(self._process)
         self._process = None
 
     def pause(self) -> None:

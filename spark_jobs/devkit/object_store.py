@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from spark_jobs.devkit.broker import free_port
+from spark_jobs.devkit.broker import free_port, terminate
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +88,7 @@ class ObjectStore:
 
     def stop(self) -> None:
         if self._process and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            terminate(self._process)
         self._process = None
 
     def __enter__(self) -> ObjectStore:
