@@ -125,12 +125,6 @@ def load_snapshot(
         silver_seq=seq,
     )
     _record_finish(spark, source.name, location, export.snapshot_ts, len(files), sum(counts.values()))
-    if force and published is not None and published > export.snapshot_ts:
-        from spark_jobs.gold.build import build_gold
-
-        # every table: a loaded table may have been renamed or dropped since, and gold knows it by its name now
-        log.info("source %s: rebuilding gold and history from silver (a forced load)", source.name)
-        build_gold(spark, config, source.name, rebuild=True)
     result = SnapshotResult(
         source.name,
         location,
@@ -139,6 +133,12 @@ def load_snapshot(
         len(files),
         time.monotonic() - started,
     )
+    if force and published is not None and published > export.snapshot_ts:
+        from spark_jobs.gold.build import build_gold
+
+        # every table: a loaded table may have been renamed or dropped since, and gold knows it by its name now
+        log.info("source %s: rebuilding gold and history from silver (a forced load)", source.name)
+        build_gold(spark, config, source.name, rebuild=True)
     for table, rows in result.tables.items():
         log.info("source %s: snapshot of %s: %d rows", source.name, table, rows)
     log.info("%s", result.line())
