@@ -230,7 +230,10 @@ def _sql_row(data: bytes, pos: int, where: str) -> tuple[list[bytes | Hex | None
             close = data.find(b"'", pos + 2)
             if close < 0:
                 raise ExportError(f"{where}: byte {pos}: unterminated x'...'")
-            value, pos = Hex(bytes.fromhex(data[pos + 2 : close].decode("ascii"))), close + 1
+            try:
+                value, pos = Hex(bytes.fromhex(data[pos + 2 : close].decode("ascii"))), close + 1
+            except (ValueError, UnicodeDecodeError):
+                raise ExportError(f"{where}: byte {pos}: not a hex value") from None
         else:
             match = _BARE_RE.match(data, pos)
             if match is None:
@@ -255,7 +258,7 @@ def _quoted(data: bytes, pos: int, quote: bytes, backslash: bool, where: str) ->
     while True:
         close = data.find(quote, pos)
         slash = data.find(b"\\", pos) if backslash else -1
-        if close < 0:
+        if close < 0 or slash + 1 >= len(data):
             raise ExportError(f"{where}: byte {pos}: unterminated quoted value")
         if 0 <= slash < close:
             out += data[pos:slash]

@@ -16,6 +16,7 @@ are then rebuilt from silver).
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ from spark_jobs.runtime.tables import SILVER_SNAPSHOT_LOADS, ensure_tables
 
 log = logging.getLogger(__name__)
 PROGRESS_SECONDS = 10.0
+_EXPORT_ERROR = re.compile(r"^spark_jobs\.backfill\.dumpling\.ExportError: (.+)$", re.MULTILINE)
 
 
 class SnapshotRefused(ConfigError):
@@ -67,6 +69,8 @@ def load_snapshot(
 ) -> SnapshotResult:
     """Load the Dumpling export at `location` (a directory or an fsspec URL) into the source's silver tables.
     `progress(files_done, files, rows, seconds)` is called while the files are read."""
+    from pyspark.sql import functions as F
+
     from spark_jobs.silver import merges
     from spark_jobs.silver.build import next_silver_seq, record_run
 
@@ -96,8 +100,7 @@ def load_snapshot(
         if (database, table) in chosen
     ]
     files = [f for f in export.data_files if (f.database, f.table) in chosen]
-    seq = next_silver_seq(spark, source.name)
-    _record_start(spark, source.name, location, export.snapshot_ts, chosen, seq, force)
+    schemas = _read_schemas(source.name, export.snapshot_ts, statements)
     log.info(
         "source %s: loading the snapshot at TSO %d from %s: %d tables, %d data files",
         source.name,
@@ -106,14 +109,15 @@ def load_snapshot(
         len(chosen),
         len(files),
     )
-    schemas = merges.merge_snapshot_schemas(spark, source.name, source.protocol, export.snapshot_ts, statements)
-    keyless = sorted(f"{d}.{t}" for (d, t), s in schemas.items() if not s["key_columns"])
-    if keyless:
-        raise SnapshotRefused(
-            f"source {source.name}: {', '.join(keyless)} has no primary key or NOT NULL unique key, so TiCDC sends "
-            "no changes of it; leave it out with --tables"
-        )
-    counts = _load_rows(spark, source.name, location, export.snapshot_ts, files, schemas, csv, seq, progress)
+    # every file is read before anything is written: an export that does not read changes nothing
+    parsed, counts = _parse_rows(spark, location, export.snapshot_ts, files, schemas, csv, progress)
+    seq = next_silver_seq(spark, source.name)
+    _record_start(spark, source.name, location, export.snapshot_ts, chosen, seq, force)
+    log.info("source %s: writing the snapshot into silver", source.name)
+    merges.merge_snapshot_schemas(spark, source.name, source.protocol, export.snapshot_ts, statements)
+    if parsed is not None:
+        merges.merge_row_changes(spark, source.name, parsed.withColumn("source", F.lit(source.name)), seq)
+        parsed.unpersist()
     record_run(
         spark,
         config,
@@ -143,6 +147,29 @@ def load_snapshot(
         log.info("source %s: snapshot of %s: %d rows", source.name, table, rows)
     log.info("%s", result.line())
     return result
+
+
+def _read_schemas(source: str, snapshot_ts: int, statements: list[dict]) -> dict[tuple[str, str], dict]:
+    """Each table's schema as the one DDL interpreter reads its CREATE TABLE (what the values are parsed by);
+    a table TiCDC cannot replicate, or a statement not understood, stops the load before it writes."""
+    from spark_jobs import ddl
+
+    schemas = {}
+    for r in statements:
+        name = (r["database"], r["table"])
+        change = ddl.interpret(r["ddl_sql"], database=name[0], table=name[1], commit_ts=snapshot_ts, schemas={})[0]
+        if not change.understood or change.schema_after is None:
+            raise ConfigError(
+                f"backfill snapshot: {r['topic'].removeprefix('dumpling:')}: {change.note or 'not a CREATE TABLE'}"
+            )
+        schemas[name] = change.schema_after
+    keyless = sorted(f"{d}.{t}" for (d, t), schema in schemas.items() if not schema["key_columns"])
+    if keyless:
+        raise SnapshotRefused(
+            f"source {source}: {', '.join(keyless)} has no primary key or NOT NULL unique key, so TiCDC sends no "
+            "changes of it; leave it out with --tables"
+        )
+    return schemas
 
 
 def unfinished_load(spark, source: str):
@@ -240,17 +267,17 @@ def _json(value) -> str:
     return json.dumps(value)
 
 
-def _load_rows(spark, source, location, snapshot_ts, files, schemas, csv, seq, progress) -> dict[tuple[str, str], int]:
-    """Every data file parsed by its own Spark task into snapshot row changes, merged into silver once."""
+def _parse_rows(spark, location, snapshot_ts, files, schemas, csv, progress):
+    """Every data file parsed by its own Spark task into snapshot row changes: (the rows, kept for the merge,
+    or None; rows per table). A file that does not read as Dumpling writes it stops the load with its line."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from spark_jobs.silver import merges
     from spark_jobs.silver.decode import DECODED_SCHEMA, row_key
 
     if not files:
-        return {}
+        return None, {}
     csv = csv or dumpling.CsvOptions()
     sc = spark.sparkContext
     rows_read = sc.accumulator(0)
@@ -279,21 +306,22 @@ def _load_rows(spark, source, location, snapshot_ts, files, schemas, csv, seq, p
             rows_read.add(count)
             files_read.add(1)
 
-    parsed = (
-        spark.createDataFrame(
-            sc.parallelize(files, len(files)).mapPartitions(read_files), from_arrow_schema(DECODED_SCHEMA)
-        )
-        .withColumn("source", F.lit(source))
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    with _progress_while(progress, len(files), files_read, rows_read):
-        counts = {
-            (r["database"], r["table"]): r["n"]
-            for r in parsed.groupBy("database", "table").count().withColumnRenamed("count", "n").collect()
-        }
-    merges.merge_row_changes(spark, source, parsed, seq)
-    parsed.unpersist()
-    return counts
+    parsed = spark.createDataFrame(
+        sc.parallelize(files, len(files)).mapPartitions(read_files), from_arrow_schema(DECODED_SCHEMA)
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        with _progress_while(progress, len(files), files_read, rows_read):
+            counts = {
+                (r["database"], r["table"]): r["n"]
+                for r in parsed.groupBy("database", "table").agg(F.count("*").alias("n")).collect()
+            }
+    except Exception as exc:
+        parsed.unpersist()
+        found = _EXPORT_ERROR.findall(str(exc))
+        if found:
+            raise ConfigError(f"backfill snapshot --from {location}: {found[-1].strip()}") from None
+        raise
+    return parsed, counts
 
 
 class _progress_while:

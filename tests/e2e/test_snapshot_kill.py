@@ -30,7 +30,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 SOURCE, SEED = "killed_snapshot", 20261126
 KILLS = int(os.environ.get("TICDC_KILL_LOOP_ITERATIONS", "10"))
-LOAD_WINDOW_SECONDS = 8.0  # shorter than a load takes here once it started reading: most runs die mid-load
+LOAD_WINDOW_SECONDS = 8.0  # shorter than a load takes here once its session is ready: most runs die mid-load
+WRITE_WINDOW_SECONDS = 3.0  # shorter than writing silver takes here
 
 
 def kill_workload():
@@ -58,10 +59,13 @@ def test_a_snapshot_load_killed_at_random_moments_then_rerun_loads_it_once(
     outcomes = []
     for i in range(KILLS):
         log = tmp_path / f"load-{i}.log"
-        # even kills come once the load has recorded its start (its files being read or merged), odd ones also
-        # earlier (listing the export, planning)
-        began = stderr_shows(log, "loading the snapshot" if i % 2 == 0 else "spark session ready")
-        outcomes.append(run(load, log, began, rng.uniform(0, LOAD_WINDOW_SECONDS)))
+        # even kills come once the load has recorded its start (while it writes silver), odd ones anywhere
+        # from its start (listing and reading the export, before anything is written)
+        if i % 2 == 0:
+            began, window = stderr_shows(log, "writing the snapshot into silver"), WRITE_WINDOW_SECONDS
+        else:
+            began, window = stderr_shows(log, "spark session ready"), LOAD_WINDOW_SECONDS
+        outcomes.append(run(load, log, began, rng.uniform(0, window)))
         if outcomes[-1] == "finished":
             break  # loaded: every later load would find it done
         if i % 4 == 0:

@@ -21,6 +21,7 @@ from spark_jobs.devkit.simulator.model import Ddl, RowChange, Watermark
 from spark_jobs.devkit.simulator.oracle import upstream_schemas, upstream_state
 from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from spark_jobs.devkit.simulator.workload import random_workload
+from spark_jobs.errors import ConfigError
 from spark_jobs.gold.build import build_gold
 from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, SILVER_SNAPSHOT_LOADS
 from spark_jobs.silver.build import build_silver, rebuild_silver
@@ -82,6 +83,13 @@ def test_a_dumpling_export_then_the_changefeed_give_the_upstream_database(spark,
     broker.create_topics([SOURCE], partitions=1)
     config = source_config(SOURCE, "canal-json")
     options = EXTENSION_OPTIONS["canal-json"]
+
+    bad = write_export(tmp_path / "bad-export", tso, tables, rows, {name: ("sql", None) for name in tables})
+    damaged = next(bad.glob("*.000000000.sql"))
+    damaged.write_bytes(damaged.read_bytes().replace(b"VALUES\n(", b"VALUES\n(,", 1))
+    with pytest.raises(ConfigError, match=rf"{damaged.name}: byte \d+: expected a value"):
+        load_snapshot(spark, config, SOURCE, str(bad))
+    assert spark.table(SILVER_SNAPSHOT_LOADS).where(f"source = '{SOURCE}'").count() == 0, "a bad export wrote"
 
     produce(broker.bootstrap, encode_stream("canal-json", parts[0], topic=SOURCE, options=options))
     land_bronze(spark, config, SOURCE)
