@@ -23,7 +23,6 @@ codecs give, so a row from an export and the same row from the change stream are
 
 from __future__ import annotations
 
-import datetime as dt
 import gzip
 import re
 from collections.abc import Iterator
@@ -41,6 +40,9 @@ from spark_jobs.codecs.values import (
     text_float,
     text_timestamp_from_zone,
     text_year,
+)
+from spark_jobs.codecs.values import (
+    time_zone as parse_zone,
 )
 
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".snappy": "snappy"}
@@ -347,25 +349,13 @@ def value_converter(column_type: str, zone: str):
     if base in BINARY_TYPES:
         return lambda v: text_bytes(_raw(v))
     if base == "timestamp":
-        tz = _zone(zone)
+        tz = parse_zone(zone)
         return lambda v: text_timestamp_from_zone(_raw(v).decode("ascii"), tz)
     return lambda v: _raw(v).decode("utf-8")
 
 
 def _raw(value: bytes | Hex) -> bytes:
     return value.data if isinstance(value, Hex) else value
-
-
-def _zone(name: str) -> dt.tzinfo | None:
-    match = re.fullmatch(r"([+-])(\d{1,2}):(\d{2})", name)
-    if match:
-        delta = dt.timedelta(hours=int(match.group(2)), minutes=int(match.group(3)))
-        return None if not delta else dt.timezone(-delta if match.group(1) == "-" else delta)
-    if name.upper() in ("UTC", "SYSTEM", ""):
-        return None
-    from zoneinfo import ZoneInfo
-
-    return ZoneInfo(name)
 
 
 def canonical_rows(

@@ -41,6 +41,9 @@ from spark_jobs.codecs.values import (
     text_unsigned,
     text_year,
 )
+from spark_jobs.codecs.values import (
+    time_zone as values_time_zone,
+)
 
 PROTOCOL = "avro"
 DECIMAL_MODES = ("precise", "string")
@@ -86,16 +89,8 @@ _AVRO_TYPES = {
 
 
 def time_zone(name: str | None) -> dt.tzinfo:
-    """`UTC`, an IANA zone name (`Asia/Shanghai`), or a fixed offset (`+08:00`)."""
-    if not name or name.upper() in ("UTC", "Z"):
-        return dt.UTC
-    if name[0] in "+-" and re.fullmatch(r"[+-]\d{1,2}:\d{2}", name):
-        hours, minutes = name[1:].split(":")
-        delta = dt.timedelta(hours=int(hours), minutes=int(minutes))
-        return dt.timezone(-delta if name[0] == "-" else delta)
-    from zoneinfo import ZoneInfo
-
-    return ZoneInfo(name)
+    """The changefeed's time zone (values.time_zone), as a tzinfo: UTC is `dt.UTC`, which the converters test for."""
+    return values_time_zone(name) or dt.UTC
 
 
 def split_allowed(text: str) -> list[str]:

@@ -9,9 +9,8 @@ per-value work is one dict lookup and, for non-text columns, one small function 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from decimal import Decimal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfoNotFoundError
 
 import orjson
 
@@ -37,6 +36,7 @@ from spark_jobs.codecs.values import (
     text_timestamp_from_zone,
     text_unsigned,
     text_year,
+    time_zone,
 )
 
 PROTOCOL = "canal-json"
@@ -388,14 +388,8 @@ _KINDS = {
 
 
 def _zone(name: str) -> dt.tzinfo | None:
-    if not name or name.upper() in ("UTC", "Z", "+00:00", "ETC/UTC"):
-        return None
-    match = re.fullmatch(r"([+-])(\d{1,2}):(\d{2})", name)
-    if match:
-        delta = dt.timedelta(hours=int(match.group(2)), minutes=int(match.group(3)))
-        return dt.timezone(-delta if match.group(1) == "-" else delta)
     try:
-        return ZoneInfo(name)
+        return time_zone(name)
     except (ZoneInfoNotFoundError, ValueError):
         raise ConfigError(f"option 'time-zone' for protocol {PROTOCOL}: unknown time zone {name!r}") from None
 

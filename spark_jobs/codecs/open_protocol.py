@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import re
 import zoneinfo
 
 import orjson
@@ -39,6 +38,9 @@ from spark_jobs.codecs.values import (
     text_timestamp_from_zone,
     text_unsigned,
     text_year,
+)
+from spark_jobs.codecs.values import (
+    time_zone as values_time_zone,
 )
 
 PROTOCOL = "open"
@@ -151,15 +153,9 @@ def go_unquote(text: str) -> bytes:
 
 
 def parse_time_zone(name: str | None) -> dt.tzinfo | None:
-    """`UTC`, an IANA name, or a fixed `+08:00` offset; None (no conversion) for UTC."""
-    if name is None or name.upper() in ("UTC", "Z", "+00:00", "ETC/UTC"):
-        return None
-    offset = re.fullmatch(r"([+-])(\d{2}):(\d{2})", name)
-    if offset:
-        delta = dt.timedelta(hours=int(offset.group(2)), minutes=int(offset.group(3)))
-        return dt.timezone(-delta if offset.group(1) == "-" else delta)
+    """The changefeed's `time-zone` option (values.time_zone); None (no conversion) for UTC."""
     try:
-        return zoneinfo.ZoneInfo(name)
+        return values_time_zone(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
         raise ConfigError(f"time-zone {name!r} is not a known time zone: {exc}") from None
 

@@ -30,7 +30,6 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import fastavro
 import orjson
@@ -65,22 +64,6 @@ def message_schema() -> dict:
 
 
 # ---- time zones -------------------------------------------------------------------------------
-
-_UTC_NAMES = frozenset({"", "UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "UCT", "Universal", "Zulu"})
-_OFFSET_RE = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2})(?::?(\d{2}))?$")
-
-
-def zone_of(name: str) -> dt.tzinfo | None:
-    """A Go location name (IANA name, UTC, or a fixed offset) -> tzinfo; None stands for UTC."""
-    if name in _UTC_NAMES:
-        return None
-    m = _OFFSET_RE.match(name)
-    if m:
-        minutes = int(m.group(2)) * 60 + int(m.group(3) or 0)
-        if minutes == 0:
-            return None
-        return dt.timezone(dt.timedelta(minutes=minutes if m.group(1) == "+" else -minutes))
-    return ZoneInfo(name)
 
 
 # ---- names a DDL statement gives ---------------------------------------------------------------
@@ -575,7 +558,7 @@ class _SimpleDecoder:
             )
         self._raw_value = bool(opts["claim-check-raw-value"])
         try:
-            self._default_zone = zone_of(opts["time-zone"] or "UTC")
+            self._default_zone = V.time_zone(opts["time-zone"] or "UTC")
         except Exception as exc:
             raise ConfigError(f"time-zone {opts['time-zone']!r} is not a known time zone: {exc}") from None
         self._zones: dict[str, dt.tzinfo | None] = {"Local": self._default_zone}
@@ -796,7 +779,7 @@ class _SimpleDecoder:
             return _unknown_columns(protocol, schema, row, where)
 
         # locations whose zone is UTC (None), as the timestamp converter resolves them
-        utc_locations = _UTC_NAMES | ({"Local"} if self._default_zone is None else set())
+        utc_locations = V.UTC_ZONE_NAMES | ({"Local"} if self._default_zone is None else set())
         args = {
             "SLOW": precise,
             "slow": slow,
@@ -966,7 +949,7 @@ class _SimpleDecoder:
                 try:
                     zone = zones[location]
                 except KeyError:
-                    zone = zones[location] = zone_of(location)
+                    zone = zones[location] = V.time_zone(location)
             elif type(v) is str:
                 zone, text = default_zone, v
             else:
@@ -1033,4 +1016,4 @@ class SimpleAvroDecoder(_SimpleDecoder):
         return payload
 
 
-__all__ = ["SimpleAvroDecoder", "SimpleJsonDecoder", "message_schema", "names_from_sql", "zone_of"]
+__all__ = ["SimpleAvroDecoder", "SimpleJsonDecoder", "message_schema", "names_from_sql"]

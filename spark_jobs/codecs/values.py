@@ -218,6 +218,24 @@ def parse_datetime_text(text: str) -> tuple[dt.datetime, int]:
     return dt.datetime(y, mo, d, h, mi, s, micros), len(frac)
 
 
+UTC_ZONE_NAMES = frozenset({"", "UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "UCT", "Universal", "Zulu"})
+_OFFSET_RE = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2})(?::?(\d{2}))?$")
+
+
+def time_zone(name: str | None) -> dt.tzinfo | None:
+    """A time zone as TiCDC, Go and MySQL write it: a UTC name, a fixed offset (`+08:00`, `UTC+8`, `-0530`) or an
+    IANA name; None stands for UTC (no conversion). An unknown name raises ValueError (ZoneInfoNotFoundError)."""
+    if name is None or name in UTC_ZONE_NAMES or name.upper() in ("UTC", "Z", "ETC/UTC"):
+        return None
+    offset = _OFFSET_RE.match(name)
+    if offset:
+        minutes = int(offset.group(2)) * 60 + int(offset.group(3) or 0)
+        return dt.timezone(dt.timedelta(minutes=minutes if offset.group(1) == "+" else -minutes)) if minutes else None
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name)
+
+
 def text_timestamp_from_zone(text: str, zone: dt.tzinfo | None, fsp: int | None = None) -> str:
     """A TIMESTAMP rendered in the changefeed's time zone -> canonical UTC text.
 

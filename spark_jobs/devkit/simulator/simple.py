@@ -21,7 +21,8 @@ import orjson
 from spark_jobs.codecs import values as V
 from spark_jobs.codecs.events import ChangeEvent
 from spark_jobs.codecs.large_message import compress, write_claim_check
-from spark_jobs.codecs.simple import message_schema, zone_of
+from spark_jobs.codecs.simple import message_schema
+from spark_jobs.codecs.values import time_zone
 from spark_jobs.devkit.simulator import model
 from spark_jobs.devkit.simulator.canal_json import CANAL_DDL_TYPES
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, Event, RowChange, Table, Watermark, expected_event
@@ -203,7 +204,7 @@ class _SimpleEncoder:
         threshold = opts.get("large-message-threshold")
         self.threshold = DEFAULT_THRESHOLD if threshold is None else int(threshold)
         self.location = opts.get("time-zone") or "UTC"
-        self.zone = zone_of(self.location)
+        self.zone = time_zone(self.location)
         self._claim_checks = 0
 
     def encode(self, events: list[Event]) -> list[tuple[bytes | None, bytes, list]]:
@@ -510,7 +511,7 @@ def expected(event: Event, options: dict | None, encoding: str) -> ChangeEvent |
     if not isinstance(event, RowChange):
         return result
     opts = dict(options or {})
-    zone = zone_of(opts.get("time-zone") or "UTC")
+    zone = time_zone(opts.get("time-zone") or "UTC")
     t = event.table
     if zone is not None:
         shifted = replace(
