@@ -100,7 +100,7 @@ def backfill_dag(source_name: str):
         @task
         def load_snapshot(request: dict) -> dict:
             """Load the export into silver under the source's lock; returns rows per table."""
-            from spark_jobs.backfill.dumpling import CsvOptions, escaped
+            from spark_jobs.backfill.dumpling import CsvOptions
             from spark_jobs.backfill.snapshot import load_snapshot as load
             from spark_jobs.config import load_config
             from spark_jobs.runtime.lock import source_lock
@@ -108,13 +108,13 @@ def backfill_dag(source_name: str):
 
             config = load_config()
             tables = frozenset(tuple(p) for p in request["tables"]) if request["tables"] is not None else None
-            csv = CsvOptions(
-                separator=escaped(request["csv_separator"]),
-                delimiter=escaped(request["csv_delimiter"]),
-                null_value=request["csv_null_value"].encode(),
-                line_terminator=escaped(request["csv_line_terminator"]),
-                header=bool(request["csv_header"]),
-                escape_backslash=bool(request["escape_backslash"]),
+            csv = CsvOptions.typed(
+                request["csv_separator"],
+                request["csv_delimiter"],
+                request["csv_null_value"],
+                request["csv_line_terminator"],
+                request["csv_header"],
+                request["escape_backslash"],
             )
             with source_lock(config.local_dir, source_name, "backfill: load_snapshot"):
                 result = load(

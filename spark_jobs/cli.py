@@ -242,18 +242,18 @@ def cmd_rebuild(args) -> int:
 
 def cmd_backfill_snapshot(args) -> int:
     """Load a Dumpling export into silver at its TSO; a progress bar on a terminal, one line at the end."""
-    from spark_jobs.backfill.dumpling import CsvOptions, escaped
+    from spark_jobs.backfill.dumpling import CsvOptions
     from spark_jobs.backfill.snapshot import load_snapshot, progress_bar
     from spark_jobs.runtime.rebuild import parse_tables
 
     tables = parse_tables(",".join(args.tables)) if args.tables else None
-    csv = CsvOptions(
-        separator=escaped(args.csv_separator),
-        delimiter=escaped(args.csv_delimiter),
-        null_value=args.csv_null_value.encode(),
-        line_terminator=escaped(args.csv_line_terminator),
-        header=not args.no_header,
-        escape_backslash=args.escape_backslash,
+    csv = CsvOptions.typed(
+        args.csv_separator,
+        args.csv_delimiter,
+        args.csv_null_value,
+        args.csv_line_terminator,
+        not args.no_header,
+        args.escape_backslash,
     )
     config, spark = _pipeline(args)
     result = load_snapshot(

@@ -69,6 +69,25 @@ class CsvOptions:
     header: bool = True
     escape_backslash: bool = True
 
+    @classmethod
+    def typed(
+        cls, separator: str, delimiter: str, null_value: str, line_terminator: str, header: bool, escape_backslash: bool
+    ) -> CsvOptions:
+        """The options as typed on a command line or a trigger form: `\\r`, `\\n` and `\\t` in the separator,
+        delimiter and line terminator are those characters; the null value is taken as it is (`\\N`)."""
+
+        def escaped(text: str) -> bytes:
+            return text.replace("\\r", "\r").replace("\\n", "\n").replace("\\t", "\t").encode()
+
+        return cls(
+            escaped(separator),
+            escaped(delimiter),
+            null_value.encode(),
+            escaped(line_terminator),
+            bool(header),
+            bool(escape_backslash),
+        )
+
 
 @dataclass(frozen=True)
 class DataFile:
@@ -88,12 +107,6 @@ class Export:
     snapshot_ts: int
     schemas: dict[tuple[str, str], str] = field(default_factory=dict)  # (db, table) -> schema file name
     data_files: list[DataFile] = field(default_factory=list)
-
-
-def escaped(text: str) -> bytes:
-    """A `--csv-separator`, `--csv-delimiter` or `--csv-line-terminator` as typed on a command line: `\\r`,
-    `\\n` and `\\t` are those characters."""
-    return text.replace("\\r", "\r").replace("\\n", "\n").replace("\\t", "\t").encode()
 
 
 def split_compression(name: str) -> tuple[str, str | None]:

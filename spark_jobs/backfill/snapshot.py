@@ -15,6 +15,7 @@ are then rebuilt from silver).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -248,7 +249,7 @@ def _record_start(spark, source, location, snapshot_ts, tables, seq, force) -> N
             "ts": snapshot_ts,
             "seq": seq,
             "force": force,
-            "tables": _json([f"{d}.{t}" for d, t in sorted(tables)]),
+            "tables": json.dumps([f"{d}.{t}" for d, t in sorted(tables)]),
         },
     )
 
@@ -259,12 +260,6 @@ def _record_finish(spark, source, location, snapshot_ts, files, rows) -> None:
             WHERE source = :source AND location = :location AND snapshot_ts = :ts""",
         args={"source": source, "location": location, "ts": snapshot_ts, "files": files, "rows": rows},
     )
-
-
-def _json(value) -> str:
-    import json
-
-    return json.dumps(value)
 
 
 def _parse_rows(spark, location, snapshot_ts, files, schemas, csv, progress):

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from spark_jobs.config import RuntimeSettings, SparkSettings
 from spark_jobs.devkit.simulator.model import Message, Watermark
 from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from spark_jobs.devkit.simulator.workload import Workload
@@ -25,6 +26,14 @@ from spark_jobs.devkit.simulator.workload import Workload
 RUN_TIMEOUT_SECONDS = 900.0
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
+
+
+def own_runtime(local_dir: Path) -> RuntimeSettings:
+    """The runtime of a lakehouse of a test's own, for `ticdc-lake` processes (small Spark: they run beside the
+    test session's)."""
+    return RuntimeSettings(
+        local_dir=str(local_dir), spark=SparkSettings(master="local[2]", driver_memory="1g", shuffle_partitions=2)
+    )
 
 
 def slices(workload: Workload, count: int, rng: random.Random, topic: str) -> list[list[Message]]:

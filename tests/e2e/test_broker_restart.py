@@ -30,12 +30,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from spark_jobs.config import RuntimeSettings, SparkSettings, load_config
+from spark_jobs.config import load_config
 from spark_jobs.devkit.broker import EmbeddedBroker, produce
 from spark_jobs.devkit.simulator.model import Message
 from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from spark_jobs.devkit.simulator.workload import random_workload
-from tests.e2e.kill import check_in_own_process
+from tests.e2e.kill import check_in_own_process, own_runtime
 from tests.e2e.test_faults import EXIT_TRANSIENT, library_lines, problem_lines
 
 pytestmark = pytest.mark.e2e
@@ -177,10 +177,7 @@ def test_a_broker_restarted_during_landing_loses_and_duplicates_nothing(
     persistent_broker, source_config, config_file, tmp_path
 ):
     rng = random.Random(SEED)
-    runtime = RuntimeSettings(
-        local_dir=str(tmp_path / "lake"),
-        spark=SparkSettings(master="local[2]", driver_memory="1g", shuffle_partitions=2),
-    )
+    runtime = own_runtime(tmp_path / "lake")
     config = source_config(SOURCE, "canal-json", runtime=runtime)
     [source] = config.sources
     kafka = dataclasses.replace(source.kafka, bootstrap_servers=persistent_broker.bootstrap, client=LAKE_CLIENT)

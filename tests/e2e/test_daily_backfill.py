@@ -33,13 +33,12 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.config import RuntimeSettings, SparkSettings
 from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.simulator.model import Ddl, RowChange
 from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from spark_jobs.devkit.simulator.workload import Workload, random_workload
 from spark_jobs.gold.publish import tidb_time
-from tests.e2e.kill import BIN, REPO, check_in_own_process, run
+from tests.e2e.kill import BIN, REPO, check_in_own_process, own_runtime, run
 from tests.e2e.test_gold_oracle import expected_spark_type
 
 pytestmark = pytest.mark.e2e
@@ -204,10 +203,7 @@ class Airflow:
 def test_backfill_writes_each_day_as_upstream_was_at_its_end(broker, source_config, config_file, tmp_path):
     workload = daily_workload()
     days, incomplete = days_of(workload)
-    runtime = RuntimeSettings(
-        local_dir=str(tmp_path / "lake"),
-        spark=SparkSettings(master="local[2]", driver_memory="1g", shuffle_partitions=2),
-    )
+    runtime = own_runtime(tmp_path / "lake")
     config = config_file(source_config(SOURCE, "canal-json", runtime=runtime), tmp_path / "pipeline.yaml")
     broker.create_topics([SOURCE], partitions=1)
     produce(

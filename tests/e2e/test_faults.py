@@ -28,13 +28,13 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.bronze.land import land_bronze
-from spark_jobs.config import RuntimeSettings, SparkSettings
 from spark_jobs.devkit.broker import EmbeddedBroker, produce
 from spark_jobs.devkit.registry import StandInRegistry
 from spark_jobs.devkit.simulator.model import Message
 from spark_jobs.errors import RegistryUnavailableError
 from spark_jobs.runtime.tables import SILVER_PENDING, SILVER_QUARANTINE, SILVER_ROW_CHANGES, SILVER_RUNS
 from spark_jobs.silver.build import build_silver
+from tests.e2e.kill import own_runtime
 from tests.e2e.test_silver import count_of, land_and_decode, logical_stream, publish, silver_rows
 
 pytestmark = pytest.mark.e2e
@@ -58,10 +58,7 @@ def own_broker(tmp_path):
 @pytest.fixture
 def lakehouse(source_config, config_file, tmp_path):
     """Factory: a config file whose only source `name` reads `topic` from `bootstrap`, on a lakehouse of its own."""
-    runtime = RuntimeSettings(
-        local_dir=str(tmp_path / "lake"),
-        spark=SparkSettings(master="local[2]", driver_memory="1g", shuffle_partitions=2),
-    )
+    runtime = own_runtime(tmp_path / "lake")
 
     def make(name: str, topic: str, bootstrap: str) -> Path:
         config = source_config(name, topics=[topic], runtime=runtime)

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.config import RuntimeSettings, SparkSettings, load_config
+from spark_jobs.config import load_config
 from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.simulator.workload import Workload, random_workload
 from spark_jobs.runtime.spark_session import get_spark
-from tests.e2e.kill import check_in_own_process, run, slices
+from tests.e2e.kill import check_in_own_process, own_runtime, run, slices
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
@@ -50,10 +50,7 @@ def gold_began(config: Path) -> Callable[[], bool]:
 def test_gold_killed_at_random_moments_then_rerun_equals_upstream(broker, source_config, config_file, tmp_path):
     rng = random.Random(SEED)
     workload = kill_workload()
-    runtime = RuntimeSettings(
-        local_dir=str(tmp_path / "lake"),
-        spark=SparkSettings(master="local[2]", driver_memory="1g", shuffle_partitions=2),
-    )
+    runtime = own_runtime(tmp_path / "lake")
     config = config_file(source_config(SOURCE, "canal-json", runtime=runtime), tmp_path / "pipeline.yaml")
     broker.create_topics([SOURCE], partitions=1)
     batches = slices(workload, SLICES, rng, SOURCE)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.config import RuntimeSettings, SparkSettings
 from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.simulator.model import Message
+from tests.e2e.kill import own_runtime
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
@@ -47,10 +47,7 @@ def land(config: Path, kill_after: float | None) -> str:
 
 def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, source_config, config_file, tmp_path):
     rng = random.Random(20261122)
-    runtime = RuntimeSettings(
-        local_dir=str(tmp_path / "lake"),
-        spark=SparkSettings(master="local[2]", driver_memory="1g", shuffle_partitions=2),
-    )
+    runtime = own_runtime(tmp_path / "lake")
 
     def lakehouse_config(name: str, cap: int) -> Path:
         return config_file(

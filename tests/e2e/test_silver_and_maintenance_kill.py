@@ -19,14 +19,14 @@ import sys
 
 import pytest
 
-from spark_jobs.config import MaintenanceSettings, RuntimeSettings, SparkSettings, load_config
+from spark_jobs.config import MaintenanceSettings, load_config
 from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.simulator.workload import Workload, random_workload
 from spark_jobs.runtime.maintenance import stale_landing_branches
 from spark_jobs.runtime.spark_session import get_spark
 from spark_jobs.runtime.tables import BRONZE_MESSAGES
 from spark_jobs.silver.build import rebuild_silver
-from tests.e2e.kill import check_in_own_process, run, slices, stderr_shows
+from tests.e2e.kill import check_in_own_process, own_runtime, run, slices, stderr_shows
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from tests.e2e.test_rebuild import silver_of_source
 
@@ -48,10 +48,7 @@ def test_silver_and_maintenance_killed_at_random_moments_then_rerun_equal_a_clea
     broker, source_config, config_file, tmp_path
 ):
     rng = random.Random(SEED)
-    runtime = RuntimeSettings(
-        local_dir=str(tmp_path / "lake"),
-        spark=SparkSettings(master="local[2]", driver_memory="1g", shuffle_partitions=2),
-    )
+    runtime = own_runtime(tmp_path / "lake")
     config = dataclasses.replace(
         source_config(SOURCE, "canal-json", runtime=runtime), maintenance=EVERY_SNAPSHOT_EXPIRED
     )

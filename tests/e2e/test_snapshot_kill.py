@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from spark_jobs.config import RuntimeSettings, SparkSettings, load_config
+from spark_jobs.config import load_config
 from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.dumpling_export import write_export
 from spark_jobs.devkit.simulator.model import Ddl, RowChange, Watermark
@@ -22,7 +22,7 @@ from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from spark_jobs.devkit.simulator.workload import random_workload
 from spark_jobs.runtime.spark_session import get_spark
 from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, SILVER_SNAPSHOT_LOADS
-from tests.e2e.kill import BIN, check_in_own_process, run, stderr_shows
+from tests.e2e.kill import BIN, check_in_own_process, own_runtime, run, stderr_shows
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from tests.e2e.test_snapshot_load import cut
 
@@ -48,10 +48,7 @@ def test_a_snapshot_load_killed_at_random_moments_then_rerun_loads_it_once(
     rows = upstream_state(workload.events, as_of=tso, preexisting=workload.preexisting)
     formats = dict(zip(sorted(tables), [("sql", "gzip"), ("csv", "zstd"), ("sql", None)], strict=False))
     export = write_export(tmp_path / "export", tso, tables, rows, formats, rows_per_file=3)
-    runtime = RuntimeSettings(
-        local_dir=str(tmp_path / "lake"),
-        spark=SparkSettings(master="local[2]", driver_memory="1g", shuffle_partitions=2),
-    )
+    runtime = own_runtime(tmp_path / "lake")
     config_path = config_file(source_config(SOURCE, "canal-json", runtime=runtime), tmp_path / "pipeline.yaml")
     broker.create_topics([SOURCE], partitions=1)
     on_source = ["--source", SOURCE, "--config", str(config_path)]

@@ -104,6 +104,13 @@ def test_csv_files_as_dumpling_writes_them(data, options):
     assert rows_of("test.employee.000000000.csv", data, EMPLOYEE, options) == EMPLOYEES
 
 
+def test_csv_options_as_typed_on_a_command_line():
+    assert CsvOptions.typed(",", '"', "\\N", "\\r\\n", True, True) == CsvOptions()
+    assert CsvOptions.typed("\\t", "'", "NULL", "\\n", False, False) == CsvOptions(
+        b"\t", b"'", b"NULL", b"\n", header=False, escape_backslash=False
+    )
+
+
 def test_csv_escapes_and_a_null_text_that_is_quoted():
     schema = {"columns": [{"name": "a", "type": "varchar"}, {"name": "b", "type": "blob"}]}
     data = b'"a","b"\r\n"x\\"y\\\\z\\nw","\\0\\r"\r\n"\\\\N",\\N\r\n'
