@@ -22,10 +22,12 @@ __all__ = [
     "ConcurrentLandingError",
     "ConfigError",
     "DbtError",
+    "IncompleteDayError",
     "KafkaRangeError",
     "LandingGapError",
     "LandingInvariantError",
     "RegistryUnavailableError",
+    "SnapshotRefused",
     "TransientFault",
     "named_transient_faults",
     "redact_address",
@@ -51,6 +53,15 @@ class LandingInvariantError(RuntimeError):
 
 class DbtError(RuntimeError):
     """A dbt command building or testing gold failed; the message is dbt's own."""
+
+
+class SnapshotRefused(ConfigError):
+    """A snapshot load that would make gold wrong, or gold over a load that did not finish: one line, nothing
+    written."""
+
+
+class IncompleteDayError(RuntimeError):
+    """A daily as-of day ends after the source's consistent timestamp: its tables are not known to its end yet."""
 
 
 class TransientFault(RuntimeError):

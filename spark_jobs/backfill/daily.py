@@ -25,6 +25,7 @@ import time
 import zoneinfo
 from dataclasses import dataclass, field
 
+from spark_jobs.errors import IncompleteDayError
 from spark_jobs.gold import history, names
 from spark_jobs.gold.publish import latest_publication
 from spark_jobs.runtime.sql import quote_ident
@@ -37,10 +38,6 @@ TS_COLUMN = "_as_of_ts"
 KEY_COLUMN = "_row_key"
 SCHEMA_VERSIONS = "lake_staging.int_schema_versions"
 GOLD_TABLES = "lake_staging.int_gold_tables"
-
-
-class IncompleteDayError(RuntimeError):
-    """The day ends after the source's consistent timestamp: its tables are not known to its end yet."""
 
 
 def end_of_day(day: dt.date, timezone: str = "UTC") -> dt.datetime:

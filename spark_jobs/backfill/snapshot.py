@@ -25,16 +25,12 @@ from dataclasses import dataclass
 
 from spark_jobs.backfill import dumpling
 from spark_jobs.config import PipelineConfig
-from spark_jobs.errors import ConfigError
+from spark_jobs.errors import ConfigError, SnapshotRefused
 from spark_jobs.runtime.tables import SILVER_SNAPSHOT_LOADS, ensure_tables
 
 log = logging.getLogger(__name__)
 PROGRESS_SECONDS = 10.0
 _EXPORT_ERROR = re.compile(r"^spark_jobs\.backfill\.dumpling\.ExportError: (.+)$", re.MULTILINE)
-
-
-class SnapshotRefused(ConfigError):
-    """A load that would make gold wrong: one clear line, nothing written."""
 
 
 @dataclass

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spark_jobs.errors import ConfigError, DbtError
+from spark_jobs.errors import ConfigError, DbtError, SnapshotRefused
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
 from spark_jobs.gold.publish import PublishedTable, current_snapshot, publish
@@ -120,7 +120,7 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
     incremental one. The tables not rebuilt apply what is new, so the publication still holds every table of
     the source at one consistent ts.
     """
-    from spark_jobs.backfill.snapshot import SnapshotRefused, unfinished_load
+    from spark_jobs.backfill.snapshot import unfinished_load
 
     started, started_at = time.monotonic(), dt.datetime.now(dt.UTC)
     config.source(source_name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.backfill.snapshot import SnapshotRefused, load_snapshot
+from spark_jobs.backfill.snapshot import load_snapshot
 from spark_jobs.bronze.land import land_bronze
 from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.dumpling_export import write_export
@@ -21,7 +21,7 @@ from spark_jobs.devkit.simulator.model import Ddl, RowChange, Watermark
 from spark_jobs.devkit.simulator.oracle import upstream_schemas, upstream_state
 from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from spark_jobs.devkit.simulator.workload import random_workload
-from spark_jobs.errors import ConfigError
+from spark_jobs.errors import ConfigError, SnapshotRefused
 from spark_jobs.gold.build import build_gold
 from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, SILVER_SNAPSHOT_LOADS
 from spark_jobs.silver.build import build_silver, rebuild_silver
