@@ -256,11 +256,11 @@ def merge_ddl_events(spark, source: str, protocol: str, decoded) -> int:
     return _apply_steps(spark, source, protocol, steps, recorded)
 
 
-def merge_snapshot_schemas(spark, source: str, protocol: str, snapshot_ts: int, statements: list[dict]) -> dict:
+def merge_snapshot_schemas(spark, source: str, protocol: str, snapshot_ts: int, statements: list[dict]) -> None:
     """The CREATE TABLE of each table of a Dumpling export as a `snapshot` DDL event at the export's TSO (after
     any DDL at that ts: the export saw it). The table's schema at the snapshot is the statement read as a new
     table; a table known already keeps its identity. `statements`: dicts of database, table, ddl_sql and
-    topic (where it came from). Returns (database, table) -> the schema recorded at the snapshot."""
+    topic (where it came from); a statement recorded already at that ts is not read again."""
     recorded = _recorded_ddl_events(spark, source)
     done = {(r["commit_ts"], r["ddl_sql"], r["database"], r["table"]) for r in recorded}
     steps = [
@@ -270,12 +270,6 @@ def merge_snapshot_schemas(spark, source: str, protocol: str, snapshot_ts: int, 
     ]
     if steps:
         _apply_steps(spark, source, protocol, steps, recorded)
-    rows = spark.sql(
-        f"""SELECT database, `table`, table_schema FROM {SILVER_DDL_EVENTS}
-            WHERE source = :source AND ddl_type = 'snapshot' AND commit_ts = :ts""",
-        args={"source": source, "ts": snapshot_ts},
-    ).collect()
-    return {(r["database"], r["table"]): json.loads(r["table_schema"]) for r in rows if r["table_schema"]}
 
 
 def _apply_steps(spark, source: str, protocol: str, steps: list, recorded: list) -> int:
