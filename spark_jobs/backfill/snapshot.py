@@ -75,6 +75,7 @@ def load_snapshot(
     started = time.monotonic()
     fs, root = _filesystem(location)
     export, chosen = _plan(fs, root, location, tables)
+    ensure_tables(spark, "bronze")  # a lakehouse may start with the export, before anything landed
     ensure_tables(spark, "silver")
     earlier = _load_record(spark, source.name, location, export.snapshot_ts)
     if earlier is not None and earlier["finished_at"] is not None:
