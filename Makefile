@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint format bench-decode bench-land bench-silver lock venv check-java check-browser clean
+.PHONY: demo test test-fast lint format bench-decode bench-land bench-silver bench-gold lock venv check-java check-browser clean
 
 venv: $(STAMP)
 
@@ -70,6 +70,9 @@ bench-land: venv check-java
 
 bench-silver: venv check-java
 	$(BIN)/python bench/silver.py
+
+bench-gold: venv check-java
+	$(BIN)/python bench/gold.py
 
 # Recompile the lock file after changing requirements.in.
 lock: venv

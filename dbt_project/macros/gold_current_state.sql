@@ -19,10 +19,12 @@
   - widened in place: the only change is a type whose gold type stays or widens as Iceberg can promote
     it (int -> bigint, float -> double, a decimal's precision): the columns are altered in place, then
     the run goes on incrementally;
-  - incremental: only the keys that changed are recomputed, from every change silver holds for them
-    (not only the new ones), so a late row never overwrites a newer one and a delete stays deleted.
-    Changed keys are those with a change silver gained since the last run (silver_seq) or a change the
-    consistent timestamp has just passed.
+  - incremental: only the keys that changed are recomputed. Changed keys are those with a change silver
+    gained since the last run (silver_seq) or a change the consistent timestamp has just passed. When all
+    those changes are newer than what the last run published, the newest of them decides each key, and the
+    run reads only them (silver's file statistics on silver_seq and commit_ts skip the rest, so the cost
+    follows the delta, not the table). When some came late, every change silver holds for the changed keys
+    is read, so a late row never overwrites a newer one and a delete stays deleted.
 -#}
 
 {#- The order of one row's changes, newest first: commit ts, then deletes before inserts at one ts (TiCDC
@@ -42,7 +44,7 @@
 {#- What this run does for one gold table, read from the table's properties and the DDL history. -#}
 {% macro gold_refresh_plan(table_uid) %}
     {#- declared here, where dbt's parser sees them, though only read at execution -#}
-    {%- set _ = [ref('int_gold_tables')] -%}
+    {%- set _ = [ref('int_gold_tables'), ref('int_table_changes')] -%}
     {%- if not execute -%}
         {{ return({'mode': 'rebuild', 'columns': [], 'exists': false}) }}
     {%- endif -%}
@@ -89,11 +91,29 @@
         {%- elif props.get('ticdc.schema-fingerprint') != plan.fingerprint and widened is none -%}
             {%- do plan.update({'reason': 'schema changed: columns, key or a type that changes values'}) -%}
         {%- else -%}
-            {%- do plan.update({'mode': 'incremental', 'reason': 'changes since the last run', 'widened': widened or []}) -%}
+            {%- do plan.update({'mode': 'incremental', 'reason': 'changes since the last run', 'widened': widened or [],
+                                'late_changes': gold_late_changes(table_uid, plan)}) -%}
         {%- endif -%}
     {%- endif -%}
     {{ return(plan) }}
 {% endmacro %}
+
+
+{#- How many changes silver gained since the last run that are not newer than what that run published (a partition
+    that lagged, a replayed quarantine): then a changed key's newest change may be an old one, and the run reads
+    every change of the changed keys. Otherwise every new change is newer than anything published, and the run
+    reads only the new ones, which silver's file statistics find without reading the rest. -#}
+{% macro gold_late_changes(table_uid, plan) -%}
+    {%- set query -%}
+        select count(*)
+        from {{ ref('int_table_changes') }}
+        where source_name = {{ sql_string(var('source_name')) }}
+          and table_uid = {{ sql_string(table_uid) }}
+          and silver_seq > {{ sql_integer(plan.previous_silver_seq) }}
+          and commit_ts <= {{ sql_integer(plan.previous_consistent_ts) }}
+    {%- endset -%}
+    {{ return(run_query(query).columns[0].values()[0]) }}
+{%- endmacro %}
 
 
 {#- What a gold table holds: its key and its columns' ids, names and gold types (a column dropped and added
@@ -182,10 +202,21 @@ gold_table as (
 {%- endmacro %}
 
 
-{#- The CTEs after `published_changes` in a gold or history model: every published change of the keys to
-    refresh (incremental: keys with a change silver recorded or published since the last run; rebuild: all). -#}
+{#- The CTEs after `published_changes` in a gold or history model: the published changes to apply. Rebuild: all.
+    Incremental: the changes silver recorded or published since the last run, which are all newer than what that
+    run published unless some came late (gold_late_changes); then every change of the keys they touch. -#}
 {% macro candidate_changes(plan) -%}
-{%- if plan.mode == 'incremental' %}
+{%- if plan.mode == 'incremental' and plan.late_changes == 0 %}
+
+candidate_changes as (
+
+    select * from published_changes
+    where silver_seq > {{ sql_integer(plan.previous_silver_seq) }}
+       or commit_ts > {{ sql_integer(plan.previous_consistent_ts) }}
+
+),
+
+{%- elif plan.mode == 'incremental' %}
 
 changed_keys as (
 
@@ -286,7 +317,7 @@ select * from typed
 
 
 {#- Table properties that record what a gold table is consistent as of and what it has consumed. -#}
-{% macro gold_table_properties(plan, table_uid) -%}
+{% macro gold_table_properties(kind, plan, table_uid) -%}
     'format-version' = '2',
     'write.delete.mode' = 'merge-on-read',
     'write.update.mode' = 'merge-on-read',
@@ -298,7 +329,9 @@ select * from typed
     'ticdc.consistency' = {{ sql_string(plan.consistency) }},
     'ticdc.silver-seq' = '{{ sql_integer(plan.silver_seq) }}',
     'ticdc.schema-fingerprint' = {{ sql_string(plan.fingerprint) }},
-    'ticdc.shape' = {{ sql_string(tojson(plan.shape)) }}
+    'ticdc.shape' = {{ sql_string(tojson(plan.shape)) }},
+    'ticdc.layer' = {{ sql_string(kind) }},
+    'ticdc.changed-after-ts' = '{{ sql_integer(plan.previous_consistent_ts) if plan.mode == 'incremental' else '' }}'
 {%- endmacro %}
 
 
@@ -324,7 +357,7 @@ select * from typed
         {%- else -%}
             {% call statement('main') -%} select 'no changes for {{ target_relation }}' {%- endcall %}
         {%- endif -%}
-        {{ gold_record_progress(target_relation, plan, table_uid, changed) }}
+        {{ gold_record_progress('gold', target_relation, plan, table_uid, changed) }}
     {%- endif -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target_relation]}) }}
@@ -339,7 +372,7 @@ select * from typed
         create or replace table {{ target_relation }}
         using iceberg
         partitioned by (bucket(16, _row_key))
-        tblproperties ({{ gold_table_properties(plan, table_uid) }})
+        tblproperties ({{ gold_table_properties(kind, plan, table_uid) }})
         as {{ sql }}
     {%- endcall %}
 {% endmacro %}
@@ -357,11 +390,11 @@ select * from typed
 
 {#- Properties are written when something changed or the consistent ts / silver seq moved: a run with -#}
 {#- nothing new commits nothing. -#}
-{% macro gold_record_progress(target_relation, plan, table_uid, changed) %}
+{% macro gold_record_progress(kind, target_relation, plan, table_uid, changed) %}
     {%- if changed > 0 or plan.widened or plan.previous_consistent_ts | string != plan.consistent_ts | string
           or plan.previous_silver_seq | string != plan.silver_seq | string -%}
         {% call statement('record_progress') -%}
-            alter table {{ target_relation }} set tblproperties ({{ gold_table_properties(plan, table_uid) }})
+            alter table {{ target_relation }} set tblproperties ({{ gold_table_properties(kind, plan, table_uid) }})
         {%- endcall %}
     {%- endif -%}
 {% endmacro %}

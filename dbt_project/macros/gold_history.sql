@@ -10,8 +10,11 @@
   to the current table.
 
   The `gold_history` materialization shares gold's plan (gold_refresh_plan, read from this table's own
-  properties): it rebuilds when gold would, and otherwise recomputes every version of the keys that changed
-  (a late change splits the version it falls into), replacing those keys' versions.
+  properties): it rebuilds when gold would. Otherwise, when every new change is newer than what the last run
+  published, it closes the open version of each changed key at the key's first new change and appends the
+  versions the new changes open, reading only the new changes; when a change came late (gold_late_changes), it
+  recomputes every version of the keys that changed (a late change splits the version it falls into),
+  replacing those keys' versions.
 -#}
 
 {#- Oldest change first: the reverse of newest_change_first. -#}
@@ -20,9 +23,10 @@
 {%- endmacro %}
 
 
-{#- The keys with a change that silver gained since the last run or that the consistent ts has just passed. -#}
+{#- The keys with a change that silver gained since the last run or that the consistent ts has just passed, each
+    with the commit ts of the first such change. -#}
 {% macro history_changed_keys(table_uid, plan) %}
-    select distinct table_changes.row_key
+    select table_changes.row_key, min(table_changes.commit_ts) as first_change_ts
     from {{ ref('int_table_changes') }} as table_changes
     inner join {{ ref('int_gold_tables') }} as gold_table
         on table_changes.source_name = gold_table.source_name
@@ -32,6 +36,7 @@
       and gold_table.table_uid = {{ sql_string(table_uid) }}
       and (table_changes.silver_seq > {{ sql_integer(plan.previous_silver_seq) }}
            or table_changes.commit_ts > {{ sql_integer(plan.previous_consistent_ts) }})
+    group by table_changes.row_key
 {% endmacro %}
 
 
@@ -153,18 +158,32 @@ select * from typed
     {%- else -%}
         {{ gold_widen_columns('history', target_relation, plan) }}
         {%- set changed = run_query("select count(*) from (" ~ history_changed_keys(table_uid, plan) ~ ")").columns[0].values()[0] -%}
-        {%- if changed > 0 -%}
+        {%- if changed > 0 and plan.late_changes == 0 -%}
+            {#- every change is newer than the history: it closes each changed key's open version and adds its own -#}
+            {% call statement('close_versions') -%}
+                merge into {{ target_relation }} as t
+                using ({{ history_changed_keys(table_uid, plan) }}) as s
+                on t._row_key = s.row_key and t._valid_to_ts is null
+                when matched then update set
+                    t._valid_to_ts = s.first_change_ts,
+                    t._valid_to = {{ tidb_ts_time('s.first_change_ts') }},
+                    t._is_current = false
+            {%- endcall %}
+        {%- elif changed > 0 -%}
+            {#- a late change splits a version: every version of the changed keys is computed again -#}
             {% call statement('replace_versions') -%}
                 delete from {{ target_relation }}
-                where _row_key in ({{ history_changed_keys(table_uid, plan) }})
+                where _row_key in (select row_key from ({{ history_changed_keys(table_uid, plan) }}))
             {%- endcall %}
+        {%- endif -%}
+        {%- if changed > 0 -%}
             {% call statement('main') -%}
                 insert into {{ target_relation }} {{ sql }}
             {%- endcall %}
         {%- else -%}
             {% call statement('main') -%} select 'no changes for {{ target_relation }}' {%- endcall %}
         {%- endif -%}
-        {{ gold_record_progress(target_relation, plan, table_uid, changed) }}
+        {{ gold_record_progress('history', target_relation, plan, table_uid, changed) }}
     {%- endif -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target_relation]}) }}

@@ -111,19 +111,21 @@ def _described_table(model: GoldModel) -> str:
     return f"upstream table {upstream} (key: {keys}) from source {model.source}"
 
 
+# A test's `where` that checks what the table's last run changed (all of it after a rebuild): see changed_rows.sql.
+CHANGED_ROWS = {"config": {"where": "__ticdc_changed_rows__"}}
+NOT_NULL = {"not_null": CHANGED_ROWS}
+INSERT_OR_UPDATE = {"accepted_values": {"arguments": {"values": ["insert", "update"]}, **CHANGED_ROWS}}
+
+
 def _model_yaml(model: GoldModel) -> dict:
     columns: list[dict] = [
         {
             "name": "_row_key",
             "description": "JSON array of the handle-key values: identifies the upstream row.",
-            "data_tests": ["unique", "not_null"],
+            "data_tests": [{"unique": CHANGED_ROWS}, NOT_NULL],
         },
         {"name": "_commit_ts", "description": "TiDB commit timestamp (TSO) of the row's newest change."},
-        {
-            "name": "_op",
-            "description": "The newest change applied to the row.",
-            "data_tests": [{"accepted_values": {"arguments": {"values": ["insert", "update"]}}}],
-        },
+        {"name": "_op", "description": "The newest change applied to the row.", "data_tests": [INSERT_OR_UPDATE]},
     ]
     return {
         "name": model.name,
@@ -141,12 +143,12 @@ def _history_yaml(model: GoldModel) -> dict:
         {
             "name": "_row_key",
             "description": "JSON array of the handle-key values: identifies the upstream row.",
-            "data_tests": ["not_null"],
+            "data_tests": [NOT_NULL],
         },
         {
             "name": "_valid_from_ts",
             "description": "TiDB commit timestamp (TSO) of the change that opened this version.",
-            "data_tests": ["not_null"],
+            "data_tests": [NOT_NULL],
         },
         {
             "name": "_valid_to_ts",
@@ -154,11 +156,7 @@ def _history_yaml(model: GoldModel) -> dict:
         },
         {"name": "_valid_from", "description": "The physical time of _valid_from_ts (UTC)."},
         {"name": "_valid_to", "description": "The physical time of _valid_to_ts (UTC)."},
-        {
-            "name": "_op",
-            "description": "The change that opened the version.",
-            "data_tests": [{"accepted_values": {"arguments": {"values": ["insert", "update"]}}}],
-        },
+        {"name": "_op", "description": "The change that opened the version.", "data_tests": [INSERT_OR_UPDATE]},
         {"name": "_is_current", "description": "True for the version the row has now (_valid_to_ts is null)."},
     ]
     return {
