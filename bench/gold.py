@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from bench.harness import fresh_lake, run_child  # noqa: E402
 
 BENCH_DIR = ROOT / ".local" / "bench" / "gold"
 SOURCE = "bench"
@@ -183,14 +183,6 @@ def bench_config(lake_dir: Path):
     return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-gold.yaml")
 
 
-def fresh_lake(lake_dir: Path) -> None:
-    """Remove the previous run's warehouse and metastore; keep the relocated Iceberg jars."""
-    lake_dir.mkdir(parents=True, exist_ok=True)
-    for entry in lake_dir.iterdir():
-        if entry.name != "jars":
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-
-
 class DbtTimer:
     """Seconds spent in each `run_dbt` call of `build_gold`, by its first arguments."""
 
@@ -225,17 +217,17 @@ def timed_gold(spark, config, rebuild: bool = False) -> dict:
     return {"seconds": seconds, "steps": timer.seconds, "rows": sum(result.tables.values())}
 
 
-def history_growth(spark, relation: str, since_ms: int) -> dict:
-    """Versions (records) and bytes the history table's snapshots added after `since_ms`."""
+def history_growth(spark, relation: str, versions_before: int, since_ms: int) -> dict:
+    """What a run added to the history table: versions (rows), and the records and bytes its snapshots after
+    `since_ms` wrote (a closed version is written again with its end: merge-on-read)."""
     rows = spark.sql(
         f"SELECT summary FROM {relation}.snapshots WHERE committed_at > timestamp_millis(:since)",
         args={"since": since_ms},
     ).collect()
-    added = {"records": 0, "bytes": 0, "files": 0}
+    added = {"versions": spark.table(relation).count() - versions_before, "records": 0, "bytes": 0}
     for (summary,) in rows:
-        added["records"] += int(summary.get("added-records", 0)) - int(summary.get("deleted-records", 0))
-        added["bytes"] += int(summary.get("added-files-size", 0))
-        added["files"] += int(summary.get("added-data-files", 0)) + int(summary.get("added-delete-files", 0))
+        added["records"] += int(summary.get("added-records", 0))
+        added["bytes"] += int(summary.get("added-files-size", 0))  # data and delete files
     return added
 
 
@@ -266,9 +258,9 @@ def one_size(size: int, delta: int, runs: int) -> dict:
         for run in range(1, runs + 1):
             silver_run(spark, config, decoded_changes(spark, offset, delta, first_ms, delta_plan(size, delta, run)))
             offset, first_ms = offset + delta, first_ms + delta // ROWS_PER_MS + 1
-            since = int(time.time() * 1000)
+            versions, since = spark.table(history).count(), int(time.time() * 1000)
             step = timed_gold(spark, config)
-            step["history"] = history_growth(spark, history, since)
+            step["history"] = history_growth(spark, history, versions, since)
             out["incremental"].append(step)
             log.info("%s rows: incremental run %d: %.1fs", f"{size:,}", run, step["seconds"])
         out["rebuild"] = timed_gold(spark, config, rebuild=True)
@@ -283,32 +275,9 @@ def one_size(size: int, delta: int, runs: int) -> dict:
 
 
 def run_size(size: int, delta: int, runs: int) -> dict | None:
-    cmd = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--one",
-        str(size),
-        "--delta",
-        str(delta),
-        "--runs",
-        str(runs),
-    ]
-    process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # stderr (the log) passes through
-    found, code = None, None
-    try:
-        for line in process.stdout:
-            if line.startswith(RESULT_PREFIX):
-                found = json.loads(line[len(RESULT_PREFIX) :])
-            else:
-                sys.stdout.write(line)
-        code = process.wait()
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait()
-    if found is None:
-        print(f"{size:,} rows: the run failed (exit code {code}); see the log above", file=sys.stderr)
-    return found
+    script = str(Path(__file__).resolve())
+    cmd = [sys.executable, script, "--one", str(size), "--delta", str(delta), "--runs", str(runs)]
+    return run_child(cmd, RESULT_PREFIX, f"{size:,} rows")
 
 
 def report(results: list[dict]) -> None:
@@ -317,18 +286,20 @@ def report(results: list[dict]) -> None:
     print("incremental: best of the runs; Spark local[2] on a shared 2-core machine (noisy).")
     header = (
         f"{'rows':>11} {'delta':>7} {'initial s':>10} {'incremental s':>14} {'rebuild s':>10} "
-        f"{'incr/rebuild':>13} {'history +versions/run':>22} {'history +MB/run':>16}"
+        f"{'incr/rebuild':>13} {'history +versions/run':>22} {'+records written':>17} {'+MB':>6}"
     )
     print(header)
     print("-" * len(header))
     for r in results:
         best = min(r["incremental"], key=lambda s: s["seconds"])
-        versions = sum(s["history"]["records"] for s in r["incremental"]) / len(r["incremental"])
-        mb = sum(s["history"]["bytes"] for s in r["incremental"]) / len(r["incremental"]) / 1e6
+        runs = len(r["incremental"])
+        versions = sum(s["history"]["versions"] for s in r["incremental"]) / runs
+        records = sum(s["history"]["records"] for s in r["incremental"]) / runs
+        mb = sum(s["history"]["bytes"] for s in r["incremental"]) / runs / 1e6
         print(
             f"{r['size']:>11,} {r['delta']:>7,} {r['initial']['seconds']:>10.1f} {best['seconds']:>14.1f} "
             f"{r['rebuild']['seconds']:>10.1f} {best['seconds'] / r['rebuild']['seconds']:>13.2f} "
-            f"{versions:>22,.0f} {mb:>16.2f}"
+            f"{versions:>22,.0f} {records:>17,.0f} {mb:>6.2f}"
         )
     print()
     print("where an incremental run's time goes (seconds, best run):")

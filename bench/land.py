@@ -32,9 +32,7 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -47,6 +45,7 @@ if str(ROOT) not in sys.path:
 
 import orjson  # noqa: E402
 
+from bench.harness import fresh_lake, run_child  # noqa: E402
 from spark_jobs.devkit.broker import EmbeddedBroker, produce  # noqa: E402
 from spark_jobs.devkit.simulator.model import Message  # noqa: E402
 
@@ -370,16 +369,6 @@ def bench_config(bootstrap: str, lake_dir: Path, cap: int):
     return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-land.yaml")
 
 
-def fresh_lake(lake_dir: Path) -> None:
-    """Remove the previous run's warehouse and metastore (the broker starts empty, so must bronze);
-    keep the relocated Iceberg jars, which take a while to build."""
-    lake_dir.mkdir(parents=True, exist_ok=True)
-    for entry in lake_dir.iterdir():
-        if entry.name == "jars":
-            continue
-        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-
-
 def one_size(n: int, cap: int, value_bytes: int) -> dict:
     from spark_jobs.bronze.land import land_bronze
     from spark_jobs.runtime.spark_session import get_spark
@@ -503,22 +492,7 @@ def run_size(n: int, args) -> dict | None:
         "--value-bytes",
         str(args.value_bytes),
     ]
-    process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # stderr (the log) passes through
-    found = None
-    try:
-        for line in process.stdout:
-            if line.startswith(RESULT_PREFIX):
-                found = json.loads(line[len(RESULT_PREFIX) :])
-            else:
-                sys.stdout.write(line)
-        code = process.wait()
-    finally:
-        if process.poll() is None:  # interrupted: stop the child, which stops its broker and Spark
-            process.terminate()
-            process.wait()
-    if code != 0 and found is None:
-        print(f"size {n:,}: the run failed (exit code {code}); see the log above", file=sys.stderr)
-    return found
+    return run_child(cmd, RESULT_PREFIX, f"size {n:,}")
 
 
 def growth_line(results: list[dict]) -> str:

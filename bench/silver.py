@@ -43,7 +43,6 @@ import logging
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -56,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.harness import fresh_lake, run_child  # noqa: E402
 from spark_jobs.codecs import PROTOCOLS  # noqa: E402
 from spark_jobs.devkit.registry import running_registry  # noqa: E402
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark  # noqa: E402
@@ -506,15 +506,6 @@ def profile_decode(protocol: str, options: dict, sample) -> dict:
 # ---- one protocol, in its own process ------------------------------------------------------------------
 
 
-def fresh_lake(lake_dir: Path) -> None:
-    """Remove the previous run's warehouse and metastore; keep the relocated Iceberg jars."""
-    lake_dir.mkdir(parents=True, exist_ok=True)
-    for entry in lake_dir.iterdir():
-        if entry.name == "jars":
-            continue
-        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-
-
 def bench_config(protocol: str, lake_dir: Path, registry_url: str | None):
     from spark_jobs.config import (
         KafkaSettings,
@@ -717,22 +708,7 @@ def measure(spark, config, protocol: str, registry_url: str | None) -> dict:
 
 def run_protocol(protocol: str, n: int) -> dict | None:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", protocol, "--messages", str(n)]
-    process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # stderr (the log) passes through
-    found = None
-    try:
-        for line in process.stdout:
-            if line.startswith(RESULT_PREFIX):
-                found = json.loads(line[len(RESULT_PREFIX) :])
-            else:
-                sys.stdout.write(line)
-        code = process.wait()
-    finally:
-        if process.poll() is None:  # interrupted: stop the child, which stops its Spark
-            process.terminate()
-            process.wait()
-    if found is None:
-        print(f"{protocol}: the run failed (exit code {code}); see the log above", file=sys.stderr)
-    return found
+    return run_child(cmd, RESULT_PREFIX, protocol)
 
 
 def _rate(events: int, seconds: float | None) -> float | None:

@@ -1,0 +1,42 @@
+"""What every benchmark shares: a fresh lakehouse per measured case, and each case in a child process of its
+own (one JVM and one embedded metastore each) whose result comes back as one JSON line on its stdout."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fresh_lake(lake_dir: Path) -> None:
+    """Remove the previous run's warehouse, metastore and broker log; keep the relocated Iceberg jars, which take
+    a while to build."""
+    lake_dir.mkdir(parents=True, exist_ok=True)
+    for entry in lake_dir.iterdir():
+        if entry.name != "jars":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+def run_child(cmd: list[str], result_prefix: str, case: str) -> dict | None:
+    """Run one case; its log (stderr) and other output pass through, the line starting with `result_prefix` is
+    its result. An interrupted parent stops the child, which stops its broker and Spark. None if it failed."""
+    process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    found, code = None, None
+    try:
+        for line in process.stdout:
+            if line.startswith(result_prefix):
+                found = json.loads(line[len(result_prefix) :])
+            else:
+                sys.stdout.write(line)
+        code = process.wait()
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait()
+    if found is None:
+        print(f"{case}: the run failed (exit code {code}); see the log above", file=sys.stderr)
+    return found

@@ -1,0 +1,90 @@
+"""What dbt checks after a gold build: a rebuilt table whole, an incremental build what it changed (rows whose
+newest change, and versions opened or closed, after the build before: `ticdc.changed-after-ts`), so that the
+checks cost what the run costs (architecture.md, decision 6). A duplicate among the changed rows of gold or
+history fails the build's tests, naming them."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_jobs.bronze.land import land_bronze
+from spark_jobs.devkit.broker import produce
+from spark_jobs.devkit.simulator.model import Ddl, Watermark
+from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from spark_jobs.devkit.simulator.workload import Workload, create_table_sql
+from spark_jobs.errors import DbtError
+from spark_jobs.gold import models as gold_models
+from spark_jobs.gold import names
+from spark_jobs.gold.build import build_gold, run_dbt
+from spark_jobs.runtime.sql import quote_ident
+from spark_jobs.silver.build import build_silver
+from tests.e2e.test_gold_late_rows import ITEMS, change
+from tests.e2e.test_gold_oracle import assert_gold_is_upstream
+from tests.e2e.test_silver import tso
+
+pytestmark = pytest.mark.e2e
+
+FIRST = [
+    Ddl(tso(10), "late", "items", create_table_sql(ITEMS), "create_table", table_after=ITEMS),
+    *(change(20 + key, "insert", key, after=f"row {key}") for key in range(1, 6)),
+    Watermark(tso(40)),
+]
+SECOND = [
+    change(50, "update", 2, "row 2", "row 2, changed"),
+    change(55, "update", 2, "row 2, changed", "row 2, changed again"),
+    change(60, "delete", 3, "row 3"),
+    change(65, "insert", 6, after="row 6"),
+    Watermark(tso(70)),
+]
+
+
+def properties(spark, relation: str) -> dict[str, str]:
+    return {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {relation}").collect()}
+
+
+def test_an_incremental_build_checks_the_rows_it_changed(spark, broker, source_config):
+    source = "gold_checks"
+    broker.create_topics([source], partitions=1)
+    config = source_config(source)
+    options = EXTENSION_OPTIONS["canal-json"]
+    gold = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.gold_table('late', 'items'))}"
+    history = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.history_table('late', 'items'))}"
+
+    produce(broker.bootstrap, encode_stream("canal-json", FIRST, topic=source, partitions=1, options=options))
+    land_bronze(spark, config, source)
+    build_silver(spark, config, source)
+    first = build_gold(spark, config, source)
+    assert first.consistent_ts == tso(40)
+    assert properties(spark, gold)["ticdc.changed-after-ts"] == ""  # built whole: tested whole
+    assert properties(spark, history)["ticdc.layer"] == "history"
+
+    produce(broker.bootstrap, encode_stream("canal-json", SECOND, topic=source, partitions=1, options=options))
+    land_bronze(spark, config, source)
+    build_silver(spark, config, source)
+    second = build_gold(spark, config, source)
+    assert second.consistent_ts == tso(70)
+    assert_gold_is_upstream(spark, source, Workload(0, "canal-json", FIRST + SECOND, []), second.consistent_ts)
+    assert second.history[history.replace("`", "")] == 5 + 2 + 1  # five inserts, two updates of row 2, row 6
+    for relation in (gold, history):
+        assert properties(spark, relation)["ticdc.changed-after-ts"] == str(tso(40))
+    # the incremental history closed row 2's first version at its first new change and row 3's at its delete
+    closed = spark.sql(f"SELECT id, _valid_to_ts FROM {history} WHERE _valid_from_ts < {tso(50)} AND NOT _is_current")
+    assert {r["id"]: r["_valid_to_ts"] for r in closed.collect()} == {2: tso(50), 3: tso(60)}
+
+    def failing_tests() -> str:
+        with pytest.raises(DbtError) as failed:
+            run_dbt(["test", "--select", gold_models.model_selector(source)], source, config.local_dir / "dbt")
+        return str(failed.value)
+
+    spark.sql(f"INSERT INTO {gold} SELECT * FROM {gold} WHERE id = 2")  # a row the last run changed, twice
+    spark.sql(f"INSERT INTO {history} SELECT * FROM {history} WHERE id = 6")  # a version it opened, twice
+    message = failing_tests()
+    assert all(name in message for name in ("unique_", "gold_rows_match_silver", "unique_versions")), message
+    spark.sql(f"DELETE FROM {gold} WHERE id = 2")  # now a row the last run changed is missing
+    assert "gold_rows_match_silver" in failing_tests()
+
+    rebuilt = build_gold(spark, config, source, rebuild=True)  # replaced from silver and tested whole: passes
+    assert_gold_is_upstream(spark, source, Workload(0, "canal-json", FIRST + SECOND, []), rebuilt.consistent_ts)
+    assert properties(spark, gold)["ticdc.changed-after-ts"] == ""
+    spark.sql(f"INSERT INTO {gold} SELECT * FROM {gold} WHERE id = 1")  # a row no run changed since the first
+    assert "unique_" in failing_tests()  # a rebuilt table is checked whole
