@@ -159,11 +159,16 @@ select * from typed
         {{ gold_widen_columns('history', target_relation, plan) }}
         {%- set changed = run_query("select count(*) from (" ~ history_changed_keys(table_uid, plan) ~ ")").columns[0].values()[0] -%}
         {%- if changed > 0 and plan.late_changes == 0 -%}
-            {#- every change is newer than the history: it closes each changed key's open version and adds its own -#}
+            {#- every change is newer than the history: it closes each changed key's open version and adds its own.
+                Versions newer than the recorded consistent ts are a killed run's, appended again below. -#}
+            {% call statement('drop_unrecorded_versions') -%}
+                delete from {{ target_relation }}
+                where _valid_from_ts > {{ sql_integer(plan.previous_consistent_ts) }}
+            {%- endcall %}
             {% call statement('close_versions') -%}
                 merge into {{ target_relation }} as t
                 using ({{ history_changed_keys(table_uid, plan) }}) as s
-                on t._row_key = s.row_key and t._valid_to_ts is null
+                on t._row_key = s.row_key and t._valid_to_ts is null and t._valid_from_ts < s.first_change_ts
                 when matched then update set
                     t._valid_to_ts = s.first_change_ts,
                     t._valid_to = {{ tidb_ts_time('s.first_change_ts') }},
