@@ -6,11 +6,15 @@
 -#}
 
 {#- What the table's last run was: `after`, the consistent ts after which it changed rows (none after a rebuild,
-    or for a table that is not gold), and `layer` (gold or history). -#}
+    or for a table that is not gold), and `layer` (gold or history); none for a table that does not exist. -#}
 {% macro gold_last_run(relation) -%}
-    {%- if not execute -%} {{ return(none) }} {%- endif -%}
+    {%- if not execute or relation.identifier is not defined -%} {{ return(none) }} {%- endif -%}
+    {#- not built in this lakehouse (`dbt docs generate` compiles the tests of every configured source) -#}
+    {%- set existing = adapter.get_relation(database=relation.database, schema=relation.schema,
+                                            identifier=relation.identifier) -%}
+    {%- if existing is none -%} {{ return(none) }} {%- endif -%}
     {%- set props = {} -%}
-    {%- for row in run_query("show tblproperties " ~ relation).rows -%}
+    {%- for row in run_query("show tblproperties " ~ existing).rows -%}
         {%- do props.update({row[0]: row[1]}) -%}
     {%- endfor -%}
     {%- set after = props.get('ticdc.changed-after-ts') -%}
