@@ -197,7 +197,7 @@ class DbtTimer:
             try:
                 return self.original(args, *rest, **kwargs)
             finally:
-                step = " ".join(a for a in args[:3] if not a.startswith("tag:") and "+" not in a)
+                step = " ".join(args[:3])
                 self.seconds[step] = self.seconds.get(step, 0.0) + time.monotonic() - started
 
         self.module.run_dbt = timed
@@ -212,9 +212,9 @@ def timed_gold(spark, config, rebuild: bool = False) -> dict:
 
     with DbtTimer() as timer:
         started = time.monotonic()
-        result = build_gold(spark, config, SOURCE, rebuild=rebuild)
+        build_gold(spark, config, SOURCE, rebuild=rebuild)
         seconds = time.monotonic() - started
-    return {"seconds": seconds, "steps": timer.seconds, "rows": sum(result.tables.values())}
+    return {"seconds": seconds, "steps": timer.seconds}
 
 
 def history_growth(spark, relation: str, versions_before: int, since_ms: int) -> dict:
@@ -265,7 +265,6 @@ def one_size(size: int, delta: int, runs: int) -> dict:
             log.info("%s rows: incremental run %d: %.1fs", f"{size:,}", run, step["seconds"])
         out["rebuild"] = timed_gold(spark, config, rebuild=True)
         log.info("%s rows: rebuild %.1fs", f"{size:,}", out["rebuild"]["seconds"])
-        out["history_versions"] = spark.table(history).count()
     finally:
         spark.stop()
     return out

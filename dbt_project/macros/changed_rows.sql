@@ -5,48 +5,31 @@
   delta costs, not what the table holds. A generic test asks for this with `where: __ticdc_changed_rows__`.
 -#}
 
-{#- What the table's last run was: `after`, the consistent ts after which it changed rows (none after a rebuild,
-    or for a table that is not gold), and `layer` (gold or history); none for a table that does not exist. -#}
+{#- What the table's last run changed: `after`, the consistent ts after which it changed rows, and
+    `changed_rows`, a predicate on the table's rows that selects them. After a rebuild, for a table that is not
+    gold, or one this lakehouse does not have (`dbt docs generate` compiles the tests of every configured
+    source): `after` none and `changed_rows` true. -#}
 {% macro gold_last_run(relation) -%}
-    {%- if not execute or relation.identifier is not defined -%} {{ return(none) }} {%- endif -%}
-    {#- not built in this lakehouse (`dbt docs generate` compiles the tests of every configured source) -#}
-    {%- set existing = adapter.get_relation(database=relation.database, schema=relation.schema,
-                                            identifier=relation.identifier) -%}
-    {%- if existing is none -%} {{ return(none) }} {%- endif -%}
-    {%- set props = {} -%}
-    {%- for row in run_query("show tblproperties " ~ existing).rows -%}
-        {%- do props.update({row[0]: row[1]}) -%}
-    {%- endfor -%}
+    {%- set whole = {'after': none, 'changed_rows': 'true'} -%}
+    {%- if not execute or relation.identifier is not defined -%} {{ return(whole) }} {%- endif -%}
+    {%- set props = table_properties(relation) or {} -%}
     {%- set after = props.get('ticdc.changed-after-ts') -%}
-    {{ return({'after': after | int if after else none, 'layer': props.get('ticdc.layer')}) }}
-{%- endmacro %}
-
-
-{#- A predicate on the table's rows: the ones its last run changed (true after a rebuild). -#}
-{% macro gold_changed_rows(relation) -%}
-    {%- set scope = gold_last_run(relation) -%}
-    {%- if scope is none or scope['after'] is none -%}
-        {{ return('true') }}
-    {%- elif scope['layer'] == 'history' -%}
-        {{ return('(_valid_from_ts > ' ~ sql_integer(scope['after']) ~ ' or _valid_to_ts > ' ~ sql_integer(scope['after']) ~ ')') }}
-    {%- else -%}
-        {{ return('_commit_ts > ' ~ sql_integer(scope['after'])) }}
+    {%- if not after -%} {{ return(whole) }} {%- endif -%}
+    {%- set after = sql_integer(after) -%}
+    {%- if props.get('ticdc.layer') == 'history' -%}
+        {{ return({'after': after, 'changed_rows': '(_valid_from_ts > ' ~ after ~ ' or _valid_to_ts > ' ~ after ~ ')'}) }}
     {%- endif -%}
+    {{ return({'after': after, 'changed_rows': '_commit_ts > ' ~ after}) }}
 {%- endmacro %}
 
 
-{#- dbt's own `where` for tests, plus `__ticdc_changed_rows__`, which stands for gold_changed_rows. -#}
+{#- dbt's own `where` for tests, plus `__ticdc_changed_rows__`, which stands for the rows the last run changed. -#}
 {% macro default__get_where_subquery(relation) -%}
-    {%- set where = config.get('where', '') -%}
-    {%- if where == '__ticdc_changed_rows__' -%}
-        {%- set where = gold_changed_rows(relation) -%}
+    {%- if config.get('where', '') != '__ticdc_changed_rows__' -%}
+        {{ return(dbt.default__get_where_subquery(relation)) }}
     {%- endif -%}
-    {%- if where -%}
-        {%- set filtered -%}
-            (select * from {{ relation }} where {{ where }}) dbt_subquery
-        {%- endset -%}
-        {{ return(filtered) }}
-    {%- else -%}
-        {{ return(relation) }}
-    {%- endif -%}
+    {%- set filtered -%}
+        (select * from {{ relation }} where {{ gold_last_run(relation)['changed_rows'] }}) dbt_subquery
+    {%- endset -%}
+    {{ return(filtered) }}
 {%- endmacro %}

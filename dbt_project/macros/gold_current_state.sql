@@ -68,12 +68,8 @@
         'upstream': table[4] ~ '.' ~ table[5], 'consistency': table[6],
         'previous_consistent_ts': none, 'previous_silver_seq': none, 'widened': []} -%}
     {%- do plan.update({'shape': gold_shape(plan.columns, fromjson(table[7]))}) -%}
-    {%- set existing = adapter.get_relation(database=this.database, schema=this.schema, identifier=this.identifier) -%}
-    {%- if existing is not none -%}
-        {%- set props = {} -%}
-        {%- for row in run_query("show tblproperties " ~ existing).rows -%}
-            {%- do props.update({row[0]: row[1]}) -%}
-        {%- endfor -%}
+    {%- set props = table_properties(this) -%}
+    {%- if props is not none -%}
         {%- do plan.update({'exists': true,
                             'previous_consistent_ts': props.get('ticdc.consistent-ts'),
                             'previous_silver_seq': props.get('ticdc.silver-seq')}) -%}
@@ -97,6 +93,19 @@
     {%- endif -%}
     {{ return(plan) }}
 {% endmacro %}
+
+
+{#- A table's properties (a dict); none when the table does not exist. -#}
+{% macro table_properties(relation) -%}
+    {%- set existing = adapter.get_relation(database=relation.database, schema=relation.schema,
+                                            identifier=relation.identifier) -%}
+    {%- if existing is none -%} {{ return(none) }} {%- endif -%}
+    {%- set props = {} -%}
+    {%- for row in run_query("show tblproperties " ~ existing).rows -%}
+        {%- do props.update({row[0]: row[1]}) -%}
+    {%- endfor -%}
+    {{ return(props) }}
+{%- endmacro %}
 
 
 {#- How many changes silver gained since the last run that are not newer than what that run published (a partition

@@ -168,7 +168,7 @@ select * from typed
             {% call statement('close_versions') -%}
                 merge into {{ target_relation }} as t
                 using ({{ history_changed_keys(table_uid, plan) }}) as s
-                on t._row_key = s.row_key and t._valid_to_ts is null and t._valid_from_ts < s.first_change_ts
+                on t._row_key = s.row_key and t._valid_to_ts is null
                 when matched then update set
                     t._valid_to_ts = s.first_change_ts,
                     t._valid_to = {{ tidb_ts_time('s.first_change_ts') }},

@@ -1,10 +1,9 @@
 {#- A gold table holds exactly the rows silver says are live as of the consistent timestamp: one per key
     whose newest published change (after the last truncation) is not a delete. Fails with both counts. After an
-    incremental run, the keys whose newest change is newer than the run before (gold_changed_rows) are counted:
+    incremental run, the keys whose newest change is newer than the run before (gold_last_run) are counted:
     both sides of the count are then what the run changed. -#}
 {% test gold_rows_match_silver(model, table_uid) %}
-{%- set scope = gold_last_run(model) -%}
-{%- set changed_after = scope['after'] if scope is not none else none -%}
+{%- set last_run = gold_last_run(model) -%}
 
 with
 
@@ -24,8 +23,8 @@ published_changes as (
         and table_changes.table_uid = gold_table.table_uid
         and table_changes.commit_ts <= gold_table.consistent_ts
         and table_changes.commit_ts > coalesce(gold_table.truncated_at_ts, -1)
-    {%- if changed_after is not none %}
-    where table_changes.commit_ts > {{ sql_integer(changed_after) }}
+    {%- if last_run['after'] is not none %}
+    where table_changes.commit_ts > {{ last_run['after'] }}
     {%- endif %}
 
 ),
@@ -41,7 +40,7 @@ counts as (
 
     select
         (select count(*) from newest where version_rank = 1 and op <> 'delete') as silver_live_keys,
-        (select count(*) from {{ model }} where {{ gold_changed_rows(model) }}) as gold_rows
+        (select count(*) from {{ model }} where {{ last_run['changed_rows'] }}) as gold_rows
 
 )
 

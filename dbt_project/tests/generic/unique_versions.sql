@@ -1,7 +1,7 @@
 {#- A history table holds each version of a row once, and at most one open version per row. After an
     incremental run, the versions it opened or closed are checked, and the open versions of their rows. -#}
 {% test unique_versions(model) %}
-{%- set changed_rows = gold_changed_rows(model) -%}
+{%- set changed_rows = gold_last_run(model)['changed_rows'] -%}
 
 with
 
