@@ -43,16 +43,16 @@ LONG_LOG := .local/test-long.log
 
 test: venv check-java check-browser
 	@mkdir -p .local
-	@$(BIN)/python -m pytest -m long -p no:cacheprovider --basetemp=.local/pytest-long > $(LONG_LOG) 2>&1 & long=$$!; \
+	@$(BIN)/python -m pytest -m "long or cluster" -p no:cacheprovider --basetemp=.local/pytest-long > $(LONG_LOG) 2>&1 & long=$$!; \
 	trap 'kill $$long 2>/dev/null' INT TERM; \
-	$(BIN)/python -m pytest -m "not long"; suite=$$?; \
+	$(BIN)/python -m pytest -m "not long and not cluster"; suite=$$?; \
 	wait $$long; kills=$$?; \
-	echo "== the kill loops, run beside the suite (pytest -m long; log: $(LONG_LOG)) =="; \
+	echo "== the kill loops and the loopback cluster, run beside the suite (pytest -m 'long or cluster'; log: $(LONG_LOG)) =="; \
 	if [ $$kills = 0 ]; then tail -n 40 $(LONG_LOG); else cat $(LONG_LOG); fi; \
 	test $$suite = 0 && test $$kills = 0
 
 test-fast: venv
-	$(BIN)/python -m pytest -m "not e2e and not long"
+	$(BIN)/python -m pytest -m "not e2e and not long and not cluster"
 
 lint: venv
 	$(BIN)/ruff check .

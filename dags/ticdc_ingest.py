@@ -157,8 +157,8 @@ def ingest_dag(source_name: str):
                 get_spark(config)  # dbt runs inside this process's session
                 run_dbt(
                     ["source", "freshness", "--select", "source:silver.watermarks"],
+                    config,
                     source_name,
-                    config.local_dir / "dbt",
                     freshness.dbt_freshness_vars(config.freshness),
                 )
             age = check.age.total_seconds() if check.age is not None else None
@@ -201,10 +201,9 @@ def ingest_dag(source_name: str):
 
             config = load_config()
             get_spark(config)  # dbt runs inside this process's session
-            work_dir = config.local_dir / "dbt"
             selected = ["source:silver", "staging", "intermediate", *(model_selector(s.name) for s in config.sources)]
-            run_dbt(["docs", "generate", "--select", *selected], source_name, work_dir)
-            catalog = json.loads((work_dir / "target" / "catalog.json").read_text())
+            run_dbt(["docs", "generate", "--select", *selected], config, source_name)
+            catalog = json.loads((config.local_dir / "dbt" / "target" / "catalog.json").read_text())
             return {"gold_tables": len(published["tables"]), "catalog_relations": len(catalog["nodes"])}
 
         # record_status is not last: a DAG run's state is its last tasks', and it succeeds after a failed layer

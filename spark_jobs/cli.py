@@ -289,6 +289,45 @@ def cmd_demo(args) -> int:
     return run_demo(args.config)
 
 
+def cmd_cluster(args) -> int:
+    from spark_jobs.config import DEFAULT_CONFIG
+    from spark_jobs.devkit.cluster import DEFAULT_DIRECTORY, LoopbackCluster
+
+    cluster = LoopbackCluster(Path(args.dir) if args.dir else DEFAULT_DIRECTORY)
+    if args.action == "up":
+        cluster.up(Path(args.config) if args.config else DEFAULT_CONFIG, airflow=args.airflow)
+        print(f"loopback cluster up; its configuration: {cluster.config_path}")
+        print(f"  export TICDC_LAKE_CONFIG={cluster.config_path}")
+    elif args.action == "down":
+        stopped = cluster.down()
+        print(f"stopped {len(stopped)} services: {', '.join(stopped) or 'none were running'}")
+    running = cluster.running()
+    if args.action == "status" or args.action == "up":
+        for name, service in cluster.services.items():
+            state = "running" if running[name] else "stopped"
+            print(f"  {name:<22} {state:<8} pid {service.pid:<7} port {service.port:<6} log {service.log}")
+    return 0 if args.action != "status" or (all(running.values()) and running) else 1
+
+
+def cmd_pack_env(args) -> int:
+    from spark_jobs.runtime.executor_env import pack_executor_env
+
+    archive = pack_executor_env(Path(args.output).resolve())
+    print(f"{archive}: {archive.stat().st_size / 1e6:.0f} MB; set runtime.spark.executor_env to it")
+    return 0
+
+
+def cmd_thrift_server(args) -> int:
+    import os
+
+    from spark_jobs.config import load_config
+    from spark_jobs.runtime.thrift_server import spark_home, thrift_server_command
+
+    command = thrift_server_command(load_config(args.config), args.cores)
+    os.environ.setdefault("SPARK_HOME", str(spark_home()))
+    os.execv(command[0], command)  # the server in this process: a container's or supervisor's signals reach it
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ticdc-lake", description="TiCDC change streams into Apache Iceberg.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -392,6 +431,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the embedded demo: broker, change stream, pipeline DAG, gold tables")
     p.add_argument("--config")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("cluster", help="a loopback cluster of the real services, for cluster mode on one machine")
+    p.add_argument("action", choices=("up", "status", "down"))
+    p.add_argument("--dir", help="the cluster's directory (default .local/cluster in the checkout)")
+    p.add_argument("--config", help="up: the configuration whose sources the cluster runs (default: the embedded one)")
+    p.add_argument("--no-airflow", dest="airflow", action="store_false", help="up: without Airflow's services")
+    p.set_defaults(func=cmd_cluster)
+
+    p = sub.add_parser("thrift-server", help="run the Spark Thrift Server for dbt (cluster mode), in the foreground")
+    p.add_argument("--config")
+    p.add_argument("--cores", type=int, default=1, help="the most cores it holds on the cluster (default 1)")
+    p.set_defaults(func=cmd_thrift_server)
+
+    p = sub.add_parser("pack-env", help="pack the executors' Python environment for cluster mode (spark.archives)")
+    p.add_argument("output", help="the archive to write (.tar.gz)")
+    p.set_defaults(func=cmd_pack_env)
     return parser
 
 

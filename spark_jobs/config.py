@@ -39,6 +39,9 @@ class SparkSettings:
     driver_memory: str = "2g"
     shuffle_partitions: int = 4
     conf: dict[str, str] = field(default_factory=dict)
+    # cluster: the executors' Python (`ticdc-lake pack-env`), shipped through spark.archives;
+    # none: the executors' own `python3` has the package and its dependencies (the project's image)
+    executor_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,9 @@ class RuntimeSettings:
     local_dir: str = ".local"  # embedded: warehouse, metastore, broker logs (relative to the file)
     spark: SparkSettings = field(default_factory=SparkSettings)
     catalog: CatalogSettings = field(default_factory=CatalogSettings)
-    packages: list[str] = field(default_factory=list)  # cluster: jars by Maven coordinate
-    dbt_target: str = "embedded"
+    packages: list[str] = field(default_factory=list)  # cluster: jars by Maven coordinate (none: built locally)
+    dbt_target: str = "embedded"  # embedded: dbt in the job's SparkSession; cluster: through the Thrift Server
+    thrift_server: str | None = None  # host:port of the Spark Thrift Server (dbt_target cluster)
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,12 @@ def _check(config: PipelineConfig, file: Path) -> None:
         raise fail("runtime.mode", f"{rt.mode!r} is not allowed; allowed: embedded, cluster")
     if rt.mode == "cluster" and not rt.catalog.uri:
         raise fail("runtime.catalog.uri", "required in cluster mode")
+    if rt.dbt_target not in ("embedded", "cluster"):
+        raise fail("runtime.dbt_target", f"{rt.dbt_target!r} is not allowed; allowed: embedded, cluster")
+    if rt.dbt_target == "cluster" and rt.mode != "cluster":
+        raise fail("runtime.dbt_target", "cluster needs runtime.mode cluster (the Thrift Server shares its catalog)")
+    if rt.dbt_target == "cluster" and not re.fullmatch(r"[^:\s]+:\d+", rt.thrift_server or ""):
+        raise fail("runtime.thrift_server", f"must be host:port for dbt_target cluster, got {rt.thrift_server!r}")
     if rt.catalog.type not in ("hive", "rest"):
         raise fail("runtime.catalog.type", f"{rt.catalog.type!r} is not allowed; allowed: hive, rest")
     m = config.maintenance

@@ -43,6 +43,17 @@ def tansu_binary() -> Path:
     return path
 
 
+def tansu_command(port: int, storage_engine: str = "memory://tansu/") -> list[str]:
+    """The broker on 127.0.0.1:`port`, advertising that address."""
+    url = f"tcp://127.0.0.1:{port}"
+    return [
+        str(tansu_binary()),
+        "broker",
+        *("--listener-url", url, "--advertised-listener-url", url),
+        *("--storage-engine", storage_engine),
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -104,19 +115,10 @@ class EmbeddedBroker:
         self.start(timeout)
 
     def _launch(self) -> None:
-        url = f"tcp://127.0.0.1:{self.port}"
         log_file = open(self.log_dir / f"tansu-{self.port}.log", "ab")  # noqa: SIM115 (the broker process keeps it)
+        storage = f"s3://{self.object_store.bucket}/" if self.object_store else "memory://tansu/"
         self._process = subprocess.Popen(
-            [
-                str(tansu_binary()),
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--storage-engine",
-                f"s3://{self.object_store.bucket}/" if self.object_store else "memory://tansu/",
-            ],
+            tansu_command(self.port, storage),
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -142,14 +144,7 @@ class EmbeddedBroker:
 
     def create_topics(self, topics: Iterable[str], partitions: int = 1) -> None:
         """Create topics (existing ones are left as they are)."""
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        existing = set(admin.list_topics(timeout=10).topics)
-        new = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics if t not in existing]
-        for topic, future in admin.create_topics(new).items() if new else []:
-            future.result(timeout=30)
-            log.info("created topic %s with %d partitions", topic, partitions)
+        create_topics(self.bootstrap, topics, partitions)
 
     def delete_topics(self, topics: Iterable[str]) -> None:
         from confluent_kafka.admin import AdminClient
@@ -184,6 +179,18 @@ class EmbeddedBroker:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def create_topics(bootstrap: str, topics: Iterable[str], partitions: int = 1) -> None:
+    """Create topics on the broker at `bootstrap` (existing ones are left as they are)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = set(admin.list_topics(timeout=10).topics)
+    new = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics if t not in existing]
+    for topic, future in admin.create_topics(new).items() if new else []:
+        future.result(timeout=30)
+        log.info("created topic %s with %d partitions", topic, partitions)
 
 
 def produce(bootstrap: str, messages: Iterable, extra_settings: dict | None = None) -> int:

@@ -89,8 +89,11 @@ def run_demo(config_path: str | None = None) -> int:
     from spark_jobs.devkit.broker import EmbeddedBroker, produce
     from spark_jobs.devkit.simulator.shop_stream import shop_stream, shop_stream_more
     from spark_jobs.devkit.simulator.stream import encode_stream
+    from spark_jobs.runtime.spark_session import embedded_paths
 
     started = time.monotonic()
+    if load_config(config_path).runtime.mode == "cluster":
+        return run_cluster_demo(load_config(config_path), started)
     local_dir = load_config(config_path).local_dir
     log.info("preparing a clean lakehouse and Airflow database in %s", local_dir)
     _prepare_environment(local_dir)
@@ -118,9 +121,73 @@ def run_demo(config_path: str | None = None) -> int:
             return 1
         log.info("DAG run succeeded in %s", _duration(time.monotonic() - dag_started))
         log.info("comparing gold with the upstream database (the simulator's oracle)")
-        return 0 if _report(config, events, published, dag_log, started) else 1
+        paths = embedded_paths(config.local_dir)
+        places = {
+            "warehouse (Iceberg)": paths["warehouse"],
+            "metastore (Derby)": paths["metastore"],
+            "Airflow home": os.environ["AIRFLOW_HOME"],
+            "DAG log": dag_log,
+            "broker log": config.local_dir / "broker",
+        }
+        return 0 if _report(config, events, published, places, started) else 1
     finally:
         broker.stop()
+
+
+def run_cluster_demo(config, started: float) -> int:
+    """The demo on the loopback cluster (`ticdc-lake cluster up`; `config` is its cluster.yaml): the stream into
+    the cluster's broker, the ingest DAG run by its scheduler (Spark jobs on its worker, dbt through its Thrift
+    Server), the report read by a Spark application of its own."""
+    from spark_jobs.config import load_config
+    from spark_jobs.devkit.broker import create_topics, produce
+    from spark_jobs.devkit.cluster import LoopbackCluster
+    from spark_jobs.devkit.simulator.shop_stream import shop_stream, shop_stream_more
+    from spark_jobs.devkit.simulator.stream import encode_stream
+    from spark_jobs.errors import ConfigError
+
+    cluster = LoopbackCluster(config.path.parent)
+    if not cluster.services or not all(cluster.running().values()):
+        raise ConfigError(
+            f"{config.path}: no loopback cluster runs from {config.path.parent}; start one with `ticdc-lake cluster up` "
+            "and pass its cluster.yaml"
+        )
+    os.environ.update(cluster.airflow_env())
+    config = load_config(config.path)  # the sources' `${TICDC_DEMO_BOOTSTRAP}` is the cluster's broker now
+    bootstrap = config.source(SOURCE).kafka.bootstrap_servers
+    create_topics(bootstrap, [TOPIC], PARTITIONS)
+    events = shop_stream() + shop_stream_more()
+    options = dict(config.source(SOURCE).options)
+    published = produce(
+        bootstrap, encode_stream("canal-json", events, topic=TOPIC, partitions=PARTITIONS, options=options)
+    )
+    log.info(
+        "published %d Canal-JSON messages to %s on %s (upstream: %s)",
+        published,
+        TOPIC,
+        bootstrap,
+        _event_counts(events),
+    )
+    dag_id = f"ticdc_ingest__{SOURCE}"
+    run_id = cluster.start_run(dag_id)
+    log.info("DAG %s: run %s started by the cluster's scheduler; waiting for it", dag_id, run_id)
+    dag_started = time.monotonic()
+    state = cluster.wait_for_run(dag_id, run_id)
+    dag_logs = cluster.directory / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+    if state != "success":
+        print(f"\nthe {dag_id} DAG run {run_id} ended {state}; its task logs: {dag_logs}", file=sys.stderr)
+        return 1
+    log.info("DAG run succeeded in %s", _duration(time.monotonic() - dag_started))
+    log.info("comparing gold with the upstream database (the simulator's oracle)")
+    places = {
+        "warehouse (Iceberg)": config.runtime.catalog.warehouse,
+        "metastore (Hive)": config.runtime.catalog.uri,
+        "Spark master": config.runtime.spark.master,
+        "Thrift Server (dbt)": config.runtime.thrift_server,
+        "Airflow API server": f"http://127.0.0.1:{cluster.port('airflow-api-server')}",
+        "DAG task logs": dag_logs,
+        "service logs": cluster.logs,
+    }
+    return 0 if _report(config, events, published, places, started) else 1
 
 
 def _write_demo_export(directory: Path, first_part, events) -> Path:
@@ -233,11 +300,11 @@ def _as_of_example(spark, events, consistent_ts: int) -> tuple[str, bool] | None
     return f"{database}.{table} at TiDB ts {moment} ({_tso_time(moment)}): {rows.count()} rows, {verdict}", same
 
 
-def _report(config, events, published: int, dag_log: Path, started: float) -> bool:
+def _report(config, events, published: int, places: dict[str, str], started: float) -> bool:
     """What the demo built, layer by layer, read back from the lakehouse; gold compared with upstream.
     Returns whether every gold table, and the as-of example from history, equals the upstream table."""
     from spark_jobs.gold import names
-    from spark_jobs.runtime.spark_session import embedded_paths, get_spark
+    from spark_jobs.runtime.spark_session import get_spark
     from spark_jobs.runtime.tables import BRONZE_LANDING_RUNS, SILVER_RUNS
 
     spark = get_spark(config)
@@ -254,7 +321,6 @@ def _report(config, events, published: int, dag_log: Path, started: float) -> bo
     ).collect()[0]
     checks = _check_gold(spark, events, ts)
 
-    paths = embedded_paths(config.local_dir)
     width = max((len(c.relation) for c in checks), default=0)
     print(f"\nticdc-lakehouse demo: done in {_duration(time.monotonic() - started)}")
     print(
@@ -281,10 +347,7 @@ def _report(config, events, published: int, dag_log: Path, started: float) -> bo
     as_of_line, as_of_same = _as_of_example(spark, events, ts) or (None, True)
     if as_of_line:
         print(f"  as of      {as_of_line}")
-    print("  files")
-    print(f"    warehouse (Iceberg)  {paths['warehouse']}")
-    print(f"    metastore (Derby)    {paths['metastore']}")
-    print(f"    Airflow home         {os.environ['AIRFLOW_HOME']}")
-    print(f"    DAG log              {dag_log}")
-    print(f"    broker log           {config.local_dir / 'broker'}")
+    print("  where")
+    for what, where in places.items():
+        print(f"    {what:<20} {where}")
     return all(c.same for c in checks) and as_of_same

@@ -14,7 +14,6 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from spark_jobs.errors import ConfigError, DbtError, SnapshotRefused
 from spark_jobs.gold import models as gold_models
@@ -38,12 +37,25 @@ class GoldResult:
     publication: str | None = None  # the tag every table of this run's publication carries
 
 
-def run_dbt(args: list[str], source_name: str, work_dir: Path, extra_vars: dict | None = None) -> None:
-    """One dbt command in-process (reusing the open SparkSession); a failure raises DbtError naming the
-    failing models or tests. dbt's compiled files and logs go under `work_dir`, not the checkout."""
+def dbt_profile_env(runtime) -> dict[str, str]:
+    """The environment dbt's profile reads: the target (`runtime.dbt_target`) and, for `cluster`, the Thrift
+    Server's address."""
+    env = {"TICDC_DBT_TARGET": runtime.dbt_target}
+    if runtime.dbt_target == "cluster":
+        host, port = runtime.thrift_server.rsplit(":", 1)
+        env |= {"TICDC_THRIFT_HOST": host, "TICDC_THRIFT_PORT": port}
+    return env
+
+
+def run_dbt(args: list[str], config, source_name: str, extra_vars: dict | None = None) -> None:
+    """One dbt command in-process: in the open SparkSession (target `embedded`) or through the Spark Thrift
+    Server (`cluster`); a failure raises DbtError naming the failing models or tests. dbt's compiled files and
+    logs go under `<local_dir>/dbt`, not the checkout."""
     from dbt.cli.main import dbtRunner
 
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "False")
+    os.environ.update(dbt_profile_env(config.runtime))
+    work_dir = config.local_dir / "dbt"
     project = str(gold_models.DBT_PROJECT)
     result = dbtRunner().invoke(
         [
@@ -131,8 +143,7 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
             f"did not finish; run `ticdc-lake backfill snapshot --source {source_name} --from "
             f"{unfinished['location']}` again before gold is published"
         )
-    work_dir = config.local_dir / "dbt"
-    run_dbt(["run", "--select", "staging", "intermediate"], source_name, work_dir)
+    run_dbt(["run", "--select", "staging", "intermediate"], config, source_name)
     tables = published_tables(spark, source_name)
     scope = RebuildScope() if rebuild is True else rebuild or RebuildScope(layers=frozenset())
     unknown = sorted((scope.tables or set()) - {(m.database, m.table) for m in tables})
@@ -148,8 +159,8 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
     run_dbt(
         ["run-operation", "drop_stale_gold_tables"],
+        config,
         source_name,
-        work_dir,
         {"gold_namespace": namespace, "keep": [a for m in tables for a in (m.alias, m.history_alias)]},
     )
     if not tables or ts is None:
@@ -157,9 +168,9 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
         return GoldResult(source_name, ts, how, {}, [], time.monotonic() - started)
     selector = gold_models.model_selector(source_name)
     rebuilt = sorted(alias for m in tables for alias in scope.aliases(m))
-    run_dbt(["run", "--select", selector], source_name, work_dir, {"rebuild_tables": rebuilt})
+    run_dbt(["run", "--select", selector], config, source_name, {"rebuild_tables": rebuilt})
     if test:
-        run_dbt(["test", "--select", selector], source_name, work_dir)
+        run_dbt(["test", "--select", selector], config, source_name)
     counts = {m.relation: spark.table(m.relation).count() for m in tables}
     versions = {m.history_relation: spark.table(m.history_relation).count() for m in tables}
     for m in tables:

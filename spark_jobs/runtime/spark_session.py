@@ -11,12 +11,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from spark_jobs.config import CatalogSettings, PipelineConfig, secret
-from spark_jobs.errors import CatalogUnavailableError
+from spark_jobs.errors import CatalogUnavailableError, ConfigError
 from spark_jobs.runtime.logs import quiet_libraries, verbose_requested, with_quiet_spark_logs
 
 log = logging.getLogger(__name__)
 
 NAMESPACES = ("bronze", "silver", "gold")
+EXECUTOR_ENV = "ticdc_env"  # where spark.archives unpacks the executors' Python, in each executor's directory
 
 
 def embedded_paths(local_dir: Path) -> dict[str, Path]:
@@ -89,16 +90,48 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
                 "spark.sql.catalog.spark_catalog.type": cat.type,
                 "spark.sql.catalog.spark_catalog.uri": cat.uri,
                 "spark.sql.catalog.spark_catalog.warehouse": cat.warehouse,
-                "spark.jars.packages": ",".join(rt.packages),
+                "spark.sql.warehouse.dir": cat.warehouse,
+                # other applications write the same tables (the Thrift Server gold, the jobs bronze and silver):
+                # a session must see their commits, not the table as it first loaded it (Iceberg caches tables
+                # for as long as they are used)
+                "spark.sql.catalog.spark_catalog.cache-enabled": "false",
             }
         )
+        if rt.packages:
+            conf["spark.jars.packages"] = ",".join(rt.packages)
+        else:  # no Maven repository reachable: the driver serves the locally built runtime to the executors
+            from spark_jobs.runtime.iceberg_runtime import prepare_iceberg_runtime
+
+            conf["spark.jars"] = ",".join(str(j) for j in prepare_iceberg_runtime(config.local_dir / "jars"))
         if cat.type == "hive":
             conf["spark.sql.catalogImplementation"] = "hive"
             conf["spark.hadoop.hive.metastore.uris"] = cat.uri
         if cat.credentials_env:
             conf["spark.sql.catalog.spark_catalog.token"] = secret(cat.credentials_env)
+        archive = executor_env_archive(config)
+        if archive is not None:
+            conf["spark.archives"] = f"{archive}#{EXECUTOR_ENV}"
     conf.update(rt.spark.conf)
     return with_quiet_spark_logs(conf)
+
+
+def executor_env_archive(config: PipelineConfig) -> Path | None:
+    """Cluster mode: the packed Python environment the executors run (relative to the config file), if any."""
+    if config.runtime.mode != "cluster" or not config.runtime.spark.executor_env:
+        return None
+    p = Path(config.runtime.spark.executor_env)
+    return p if p.is_absolute() else (config.path.parent / p).resolve()
+
+
+def _python_for_workers(config: PipelineConfig) -> None:
+    """Which Python the Spark Python workers run. Embedded: this one, on loopback. Cluster: the shipped
+    environment, else the executors' own (PySpark sends PYSPARK_PYTHON with every Python function)."""
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if config.runtime.mode == "embedded":
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    elif executor_env_archive(config) is not None:
+        os.environ["PYSPARK_PYTHON"] = f"./{EXECUTOR_ENV}/bin/python"
 
 
 def check_catalog_reachable(catalog: CatalogSettings, timeout_seconds: float = 5.0) -> None:
@@ -124,15 +157,19 @@ def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse"):
     """The process's SparkSession (created once, then reused), with bronze/silver/gold namespaces."""
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    _python_for_workers(config)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     quiet_libraries()  # py4j's INFO lines also reach processes that did not configure logging (Airflow tasks)
     if config.runtime.mode == "cluster":
         check_catalog_reachable(config.runtime.catalog)
+        archive = executor_env_archive(config)
+        if archive is not None and not archive.is_file():
+            raise ConfigError(
+                f"{config.path}: runtime.spark.executor_env: {archive} does not exist; "
+                "build it with `ticdc-lake pack-env`"
+            )
     ready = (
         _discard_half_created_metastore(embedded_paths(config.local_dir)) if config.runtime.mode == "embedded" else None
     )

@@ -73,7 +73,7 @@ def test_an_incremental_build_checks_the_rows_it_changed(spark, broker, source_c
 
     def failing_tests() -> str:
         with pytest.raises(DbtError) as failed:
-            run_dbt(["test", "--select", gold_models.model_selector(source)], source, config.local_dir / "dbt")
+            run_dbt(["test", "--select", gold_models.model_selector(source)], config, source)
         return str(failed.value)
 
     spark.sql(f"INSERT INTO {gold} SELECT * FROM {gold} WHERE id = 2")  # a row the last run changed, twice

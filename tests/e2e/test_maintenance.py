@@ -135,13 +135,12 @@ def test_silver_and_gold_read_the_same_after_maintenance_and_keep_building(spark
     published = build_gold(spark, config, "mg", test=False)
     gold = gold_tables(spark, "mg")
     assert set(published.tables) <= set(gold) and published.tables
-    work_dir = config.local_dir / "dbt"
-    run_dbt(["source", "freshness", "--select", "source:silver.watermarks"], "mg", work_dir, {})  # warns only
+    run_dbt(["source", "freshness", "--select", "source:silver.watermarks"], config, "mg", {})  # warns only
     with pytest.raises(DbtError, match="dbt source for source mg failed"):  # the stream's watermarks are from 2025
         run_dbt(
             ["source", "freshness", "--select", "source:silver.watermarks"],
+            config,
             "mg",
-            work_dir,
             {"freshness_warn_minutes": 1, "freshness_error_minutes": 2},
         )
     silver_tables = [t.name for t in TABLES["silver"] if t.name != "silver.runs"]

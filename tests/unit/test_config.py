@@ -72,7 +72,7 @@ def test_valid_config_loads_with_env_and_secrets(tmp_path, monkeypatch):
         ),
         (
             ("  local_dir: lake", "  local_dir: lake\n  colour: blue"),
-            "runtime: unknown key 'colour'; allowed: mode, local_dir, spark, catalog, packages, dbt_target",
+            "runtime: unknown key 'colour'; allowed: mode, local_dir, spark, catalog, packages, dbt_target, thrift_server",
         ),
         (
             ("      bootstrap_servers: ${TEST_BOOTSTRAP:-127.0.0.1:9092}\n", ""),

@@ -1,0 +1,185 @@
+"""Cluster mode on a loopback cluster of the real programs (`ticdc-lake cluster up`): a Hive Metastore service,
+a Spark standalone master and worker, the Spark Thrift Server, the broker and Airflow's scheduler, dag processor
+and API server, each its own process.
+
+- The ingest DAG, run by the scheduler, lands, decodes and builds gold with executors in the worker's JVMs
+  (Python from the shipped environment) and dbt through the Thrift Server; gold equals the upstream database.
+  Meanwhile the Thrift Server, a second Spark application, reads bronze and silver as the run writes them
+  (embedded Derby would refuse the second process).
+- The worker killed (SIGKILL, with its executors) in the middle of a silver run and started again, as a
+  supervisor would: the run fails or retries, and after the next run silver equals a clean decode of bronze.
+
+Marked `cluster`: it runs once, in the session of the kill loops (`make test`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from spark_jobs.config import DEFAULT_CONFIG
+from spark_jobs.devkit.broker import create_topics, produce
+from spark_jobs.devkit.cluster import LoopbackCluster
+from spark_jobs.devkit.simulator.model import RowChange
+from spark_jobs.devkit.simulator.shop_stream import shop_stream, shop_stream_more
+from spark_jobs.devkit.simulator.stream import encode_stream
+from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES
+from tests.conftest import TEST_HOME
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
+
+DAG, TOPIC, PARTITIONS = "ticdc_ingest__shop", "shop_cdc", 3
+BIN = os.path.dirname(sys.executable)
+RUN_TIMEOUT = 900
+OPTIONS = {"enable-tidb-extension": True}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = LoopbackCluster(TEST_HOME / "cluster").up(DEFAULT_CONFIG)
+    yield cluster
+    cluster.down()
+
+
+def messages(events) -> list:
+    return encode_stream("canal-json", events, topic=TOPIC, partitions=PARTITIONS, options=OPTIONS)
+
+
+def row_changes(events) -> int:
+    """Silver rows of the events: a key-changing update is a delete and an insert."""
+    return sum(
+        1 + (e.op == "update" and e.before[e.table.key[0]] != e.after[e.table.key[0]])
+        for e in events
+        if isinstance(e, RowChange)
+    )
+
+
+def publish(cluster: LoopbackCluster, events) -> int:
+    bootstrap = cluster.airflow_env()["TICDC_DEMO_BOOTSTRAP"]
+    create_topics(bootstrap, [TOPIC], PARTITIONS)
+    return produce(bootstrap, messages(events))
+
+
+def in_cluster_mode(cluster: LoopbackCluster, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """A process of its own with the cluster's configuration: `ticdc-lake ...` or `python -m ...`."""
+    command = [f"{BIN}/python", *args] if args[0] == "-m" else [f"{BIN}/ticdc-lake", *args]
+    done = subprocess.run(
+        command, env={**os.environ, **cluster.airflow_env()}, capture_output=True, text=True, timeout=RUN_TIMEOUT
+    )
+    if check:
+        assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stderr[-4000:]}"
+    return done
+
+
+class ThriftReader(threading.Thread):
+    """Counts a table's rows through the Thrift Server every few seconds until stopped: what it read, and any
+    error other than the table not existing yet."""
+
+    def __init__(self, cluster: LoopbackCluster, tables: list[str]):
+        super().__init__(daemon=True)
+        self.port, self.tables = cluster.port("thrift-server"), tables
+        self.reads: list[tuple[str, int]] = []
+        self.errors: list[str] = []
+        self.stopped = threading.Event()
+
+    def run(self):
+        from pyhive import hive
+
+        cursor = hive.connect(host="127.0.0.1", port=self.port, username="test").cursor()
+        while not self.stopped.wait(3):
+            for table in self.tables:
+                try:
+                    cursor.execute(f"SELECT count(*) FROM {table} WHERE source = 'shop'")
+                    self.reads.append((table, cursor.fetchall()[0][0]))
+                except Exception as exc:
+                    if "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+                        self.errors.append(f"{table}: {str(exc)[:300]}")
+
+
+def executors_that_ran_tasks(cluster: LoopbackCluster, python_shipped: bool) -> list[str]:
+    """The worker's executor directories whose executor ran tasks (and, if asked, unpacked the shipped Python)."""
+    found = []
+    for executor in sorted(cluster.work_dir.glob("app-*/*")):
+        stderr = executor / "stderr"
+        ran = stderr.is_file() and "Running task" in stderr.read_text(errors="replace")
+        if ran and (not python_shipped or (executor / "ticdc_env" / "bin" / "python").exists()):
+            found.append(str(executor.relative_to(cluster.work_dir)))
+    return found
+
+
+def thrift_server_tasks(cluster: LoopbackCluster) -> int:
+    """Tasks the Thrift Server's executors ran so far (its statements' work)."""
+    apps = cluster.master_json().get("activeapps", [])
+    (app,) = [a["id"] for a in apps if a["name"] == "ticdc-thrift-server"]
+    return sum(
+        stderr.read_text(errors="replace").count("Running task") for stderr in (cluster.work_dir / app).glob("*/stderr")
+    )
+
+
+def test_ingest_dag_on_the_cluster_builds_gold_equal_to_upstream(cluster):
+    published = publish(cluster, shop_stream())
+    python_executors_before = executors_that_ran_tasks(cluster, python_shipped=True)
+    thrift_tasks_before = thrift_server_tasks(cluster)
+    reader = ThriftReader(cluster, [BRONZE_MESSAGES, SILVER_ROW_CHANGES])
+    reader.start()
+    run_id = cluster.start_run(DAG)
+    state = cluster.wait_for_run(DAG, run_id, timeout=RUN_TIMEOUT)
+    reader.stopped.set()
+    reader.join()
+    assert state == "success", f"{DAG} run {run_id} ended {state}; logs: {cluster.directory / 'airflow' / 'logs'}"
+
+    checked = in_cluster_mode(cluster, "-m", "tests.e2e.cluster_check", "gold", str(cluster.config_path))
+    assert "gold_shop.shop__orders" in checked.stdout
+    # the Spark jobs ran in the worker's executors, in the Python shipped with spark.archives
+    python_executors = set(executors_that_ran_tasks(cluster, python_shipped=True)) - set(python_executors_before)
+    assert len(python_executors) >= 2, f"no land and decode executors on the worker: {python_executors}"
+    # dbt ran through the Thrift Server: its executors did the work of the gold models and tests
+    assert thrift_server_tasks(cluster) > thrift_tasks_before
+    # a second application read the tables while the run wrote them, and saw every landed record at the end
+    assert not reader.errors, reader.errors
+    bronze_reads = [n for table, n in reader.reads if table == BRONZE_MESSAGES]
+    assert bronze_reads and bronze_reads[-1] == published, (bronze_reads, published)
+    assert any(n for table, n in reader.reads if table == SILVER_ROW_CHANGES)
+
+
+def test_worker_killed_during_a_silver_run_then_silver_is_exact(cluster):
+    published = publish(cluster, shop_stream_more())
+    in_cluster_mode(cluster, "land", "--source", "shop")
+
+    apps_before = set(cluster.work_dir.glob("app-*"))
+    silver = subprocess.Popen(
+        [f"{BIN}/ticdc-lake", "silver", "--source", "shop"],
+        env={**os.environ, **cluster.airflow_env()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while not any(
+        "Running task" in stderr.read_text(errors="replace")
+        for app in set(cluster.work_dir.glob("app-*")) - apps_before
+        for stderr in app.glob("*/stderr")
+    ):
+        assert silver.poll() is None, f"the silver run ended before it ran a task: {silver.stdout.read()[-2000:]}"
+        assert time.monotonic() < deadline, "the silver run's executors ran no task within 300s"
+        time.sleep(0.2)
+    os.killpg(cluster.services["spark-worker"].pid, signal.SIGKILL)  # the worker and its executors
+    cluster.start_worker()
+    try:
+        output, _ = silver.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        silver.kill()
+    print(f"silver run with its worker killed: exit {silver.returncode}\n{output[-3000:]}")
+    if silver.returncode != 0:  # failed rather than retried: the next run decodes what it did not commit
+        in_cluster_mode(cluster, "silver", "--source", "shop")
+    checked = in_cluster_mode(cluster, "-m", "tests.e2e.cluster_check", "silver", str(cluster.config_path))
+    counts = json.loads(checked.stdout.strip().splitlines()[-1])
+    assert counts["bronze"] == len(messages(shop_stream())) + published
+    assert counts[SILVER_ROW_CHANGES] == row_changes(shop_stream() + shop_stream_more())
