@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint format bench-decode bench-land bench-silver bench-gold lock venv check-java check-browser clean
+.PHONY: demo test test-fast lint format bench-decode bench-land bench-silver bench-gold lock venv check-java check-browser clean cluster-up cluster-demo cluster-down
 
 venv: $(STAMP)
 
@@ -73,6 +73,19 @@ bench-silver: venv check-java
 
 bench-gold: venv check-java
 	$(BIN)/python bench/gold.py
+
+# Cluster mode on one machine: every service a real process (README, "Running on a cluster").
+CLUSTER_CONFIG := .local/cluster/cluster.yaml
+
+cluster-up: venv check-java
+	$(BIN)/ticdc-lake cluster up
+
+cluster-demo: venv check-java
+	@$(BIN)/ticdc-lake cluster status >/dev/null || $(BIN)/ticdc-lake cluster up
+	$(BIN)/ticdc-lake demo --config $(CLUSTER_CONFIG)
+
+cluster-down: venv
+	$(BIN)/ticdc-lake cluster down
 
 # Recompile the lock file after changing requirements.in.
 lock: venv

@@ -305,7 +305,8 @@ def cmd_cluster(args) -> int:
     if args.action == "status" or args.action == "up":
         for name, service in cluster.services.items():
             state = "running" if running[name] else "stopped"
-            print(f"  {name:<22} {state:<8} pid {service.pid:<7} port {service.port:<6} log {service.log}")
+            port = f"port {service.port}" if service.port else ""
+            print(f"  {name:<22} {state:<8} pid {service.pid:<7} {port:<11} log {service.log}")
     return 0 if args.action != "status" or (all(running.values()) and running) else 1
 
 

@@ -239,6 +239,7 @@ def _dockerfile_problems(dockerfile: str) -> list[str]:
         r"COPY dbt_project \./dbt_project": "the dbt project beside the package (spark_jobs.config.PROJECT_ROOT)",
         r"SPARK_HOME=\S*site-packages/pyspark": "SPARK_HOME set to pyspark's directory",
         r"PYSPARK_PYTHON=python3\b": "PYSPARK_PYTHON=python3 (the executors' Python)",
+        r"PATH=\$SPARK_HOME/bin:": "Spark's bin on PATH (the compose services run spark-class)",
     }
     problems = [f"{DOCKERFILE} lacks {what}" for rx, what in required.items() if not re.search(rx, dockerfile, re.M)]
     return problems
@@ -821,6 +822,7 @@ def test_hive_site_mutations_are_caught(old, new, expected):
         ("FROM python:3.11-slim-bookworm", "FROM python:3.12-slim-bookworm", "FROM python:3.11"),
         ("COPY config ./config", "COPY config/pipeline.yaml ./config/", "is no file of the image"),
         ("PYSPARK_PYTHON=python3", "PYSPARK_PYTHON=/opt/env/bin/python", "PYSPARK_PYTHON=python3"),
+        ("ENV PATH=$SPARK_HOME/bin:$PATH", "", "Spark's bin on PATH"),
     ],
 )
 def test_dockerfile_mutations_are_caught(old, new, expected):
