@@ -20,12 +20,14 @@ Every service's output goes to `logs/<service>.log` there.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -386,27 +388,38 @@ class LoopbackCluster:
 
     def start_run(self, dag_id: str) -> str:
         """A run of `dag_id` through the scheduler; its run id. A paused DAG is unpaused, which starts the run
-        its schedule has due (a timedelta schedule without catchup always has one); an active DAG is triggered."""
-        if not self._paused(dag_id):
-            return self._json("dags", "trigger", dag_id, "-o", "json")[0]["dag_run_id"]
-        self.airflow("dags", "unpause", dag_id)
-        deadline = time.monotonic() + 120
-        while not self._runs(dag_id):
+        its schedule has due (a timedelta schedule without catchup always has one); an active DAG is triggered.
+        Waits first until the dag processor has put the DAG in the database."""
+        deadline = time.monotonic() + READY_SECONDS
+        while (paused := self._paused(dag_id)) is None:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"unpausing {dag_id} started no run within 120s; see {self.logs}")
+                raise RuntimeError(f"the dag processor did not parse {dag_id} within {READY_SECONDS}s; see {self.logs}")
             time.sleep(2)
-        return max(self._runs(dag_id), key=lambda r: r["run_after"])["run_id"]
+        if not paused:
+            answer = self.airflow("dags", "trigger", dag_id, "-o", "json").splitlines()
+            return json.loads(next(line for line in answer if line.startswith("[")))[0]["dag_run_id"]  # after warnings
+        self.airflow("dags", "unpause", dag_id)
+        while not (runs := self._runs(dag_id)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"unpausing {dag_id} started no run within {READY_SECONDS}s; see {self.logs}")
+            time.sleep(2)
+        return max(runs, key=lambda r: r["run_after"])["run_id"]
 
-    def _paused(self, dag_id: str) -> bool:
-        return str(self._json("dags", "details", dag_id, "-o", "json")[0]["is_paused"]) == "True"  # text in 3.3
+    def _metadata(self, query: str, *params) -> list[tuple]:
+        """A read of the cluster's Airflow database (SQLite: cheap, where every `airflow` command costs seconds of
+        CPU to start)."""
+        database = self.directory / "airflow" / "airflow.db"
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)) as connection:
+            return connection.execute(query, params).fetchall()
+
+    def _paused(self, dag_id: str) -> bool | None:
+        """None: the DAG is not in the database yet."""
+        rows = self._metadata("SELECT is_paused FROM dag WHERE dag_id = ?", dag_id)
+        return bool(rows[0][0]) if rows else None
 
     def _runs(self, dag_id: str) -> list[dict]:
-        return self._json("dags", "list-runs", dag_id, "-o", "json")
-
-    def _json(self, *args: str) -> list[dict]:
-        """An `airflow ... -o json` command's answer (warnings share its standard output)."""
-        listed = [line for line in self.airflow(*args).splitlines() if line.startswith("[")]
-        return json.loads(listed[-1]) if listed else []
+        rows = self._metadata("SELECT run_id, state, run_after FROM dag_run WHERE dag_id = ?", dag_id)
+        return [{"run_id": run_id, "state": state, "run_after": after} for run_id, state, after in rows]
 
     def run_state(self, dag_id: str, run_id: str) -> str | None:
         return next((r["state"] for r in self._runs(dag_id) if r["run_id"] == run_id), None)
