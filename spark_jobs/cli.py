@@ -295,19 +295,25 @@ def cmd_cluster(args) -> int:
 
     cluster = LoopbackCluster(Path(args.dir) if args.dir else DEFAULT_DIRECTORY)
     if args.action == "up":
-        cluster.up(Path(args.config) if args.config else DEFAULT_CONFIG, airflow=args.airflow)
+        try:
+            cluster.up(Path(args.config) if args.config else DEFAULT_CONFIG, airflow=args.airflow)
+        except RuntimeError as exc:  # already running, or a service that did not start (its log named)
+            print(f"ticdc-lake cluster up: {exc}", file=sys.stderr)
+            return 1
         print(f"loopback cluster up; its configuration: {cluster.config_path}")
-        print(f"  export TICDC_LAKE_CONFIG={cluster.config_path}")
     elif args.action == "down":
         stopped = cluster.down()
         print(f"stopped {len(stopped)} services: {', '.join(stopped) or 'none were running'}")
+        return 0
+    if not cluster.services:
+        print(f"no loopback cluster in {cluster.directory} (`ticdc-lake cluster up` starts one)")
+        return 1
     running = cluster.running()
-    if args.action == "status" or args.action == "up":
-        for name, service in cluster.services.items():
-            state = "running" if running[name] else "stopped"
-            port = f"port {service.port}" if service.port else ""
-            print(f"  {name:<22} {state:<8} pid {service.pid:<7} {port:<11} log {service.log}")
-    return 0 if args.action != "status" or (all(running.values()) and running) else 1
+    for name, service in cluster.services.items():
+        state = "running" if running[name] else "stopped"
+        port = f"port {service.port}" if service.port else ""
+        print(f"  {name:<22} {state:<8} pid {service.pid:<7} {port:<11} log {service.log}")
+    return 0 if all(running.values()) else 1
 
 
 def cmd_pack_env(args) -> int:

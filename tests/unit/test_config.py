@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+
 import pytest
 
 from spark_jobs.config import configured_source_names, decoder_options, kafka_client_settings, load_config
@@ -79,6 +82,21 @@ def test_valid_config_loads_with_env_and_secrets(tmp_path, monkeypatch):
             "sources[0].kafka: missing required key 'bootstrap_servers'",
         ),
         (("mode: embedded", "mode: cloud"), "runtime.mode: 'cloud' is not allowed; allowed: embedded, cluster"),
+        (
+            ("  local_dir: lake", "  local_dir: lake\n  dbt_target: thrift"),
+            "runtime.dbt_target: 'thrift' is not allowed; allowed: embedded, cluster",
+        ),
+        (
+            ("  local_dir: lake", "  local_dir: lake\n  dbt_target: cluster"),
+            "runtime.dbt_target: cluster needs runtime.mode cluster",
+        ),
+        (
+            (
+                "  mode: embedded\n",
+                "  mode: cluster\n  catalog: {uri: 'thrift://m:9083'}\n  dbt_target: cluster\n  thrift_server: thrift\n",
+            ),
+            "runtime.thrift_server: must be host:port for dbt_target cluster, got 'thrift'",
+        ),
         (
             (
                 '    schema_registry: {url: "http://127.0.0.1:8081", username_env: TEST_REG_USER, password_env: TEST_REG_PASSWORD}\n',
@@ -168,3 +186,60 @@ def test_cluster_mode_spark_settings(tmp_path):
     assert conf["spark.sql.catalog.spark_catalog.warehouse"] == "s3a://lake/warehouse"
     assert conf["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
     assert conf["spark.executor.memory"] == "4g" and "spark.jars" not in conf
+
+
+CLUSTER_RUNTIME = """  mode: cluster
+  spark:
+    master: "spark://127.0.0.1:7077"
+    executor_env: env/executor-env.tar.gz
+  catalog: {type: hive, uri: "thrift://127.0.0.1:9083", warehouse: "file:///tmp/lake"}
+  dbt_target: cluster
+  thrift_server: "127.0.0.1:10001"
+"""
+
+
+def test_cluster_mode_ships_the_executors_python_and_forces_nothing_embedded(tmp_path, monkeypatch):
+    """With executor_env: the archive (relative to the file) through spark.archives, the executors' Python in it;
+    no loopback address or driver Python forced; tables not cached (other applications commit to them)."""
+    from spark_jobs.runtime import spark_session
+
+    for name in ("PYSPARK_PYTHON", "SPARK_LOCAL_IP"):
+        monkeypatch.delenv(name, raising=False)
+    config = load_config(write(tmp_path, GOOD.replace("  mode: embedded\n  local_dir: lake\n", CLUSTER_RUNTIME)))
+    conf = spark_session.spark_conf(config)
+    assert conf["spark.archives"] == f"{tmp_path / 'env' / 'executor-env.tar.gz'}#ticdc_env"
+    assert conf["spark.sql.catalog.spark_catalog.cache-enabled"] == "false"
+    assert "spark.driver.host" not in conf and "spark.jars.packages" not in conf
+    assert conf["spark.jars"].endswith(".jar")  # no packages: the locally built Iceberg runtime
+    spark_session._python_for_workers(config)
+    assert "SPARK_LOCAL_IP" not in os.environ
+    assert os.environ["PYSPARK_PYTHON"] == "./ticdc_env/bin/python"
+
+
+def test_dbt_runs_through_the_thrift_server_the_config_names(tmp_path):
+    from spark_jobs.gold.build import dbt_profile_env
+
+    cluster = load_config(write(tmp_path, GOOD.replace("  mode: embedded\n  local_dir: lake\n", CLUSTER_RUNTIME)))
+    assert dbt_profile_env(cluster.runtime) == {
+        "TICDC_DBT_TARGET": "cluster",
+        "TICDC_THRIFT_HOST": "127.0.0.1",
+        "TICDC_THRIFT_PORT": "10001",
+    }
+    assert dbt_profile_env(load_config(write(tmp_path, GOOD)).runtime) == {"TICDC_DBT_TARGET": "embedded"}
+
+
+def test_the_thrift_server_starts_with_the_pipelines_spark_settings(tmp_path):
+    from spark_jobs.runtime.spark_session import spark_conf
+    from spark_jobs.runtime.thrift_server import THRIFT_SERVER_CLASS, thrift_server_command
+
+    config = load_config(write(tmp_path, GOOD.replace("  mode: embedded\n  local_dir: lake\n", CLUSTER_RUNTIME)))
+    command = thrift_server_command(config, cores=1)
+    settings = dict(arg.split("=", 1) for flag, arg in itertools.pairwise(command) if flag == "--conf")
+    expected = {k: v for k, v in spark_conf(config).items() if k != "spark.archives"}
+    assert {k: settings[k] for k in expected} == expected
+    assert settings["spark.cores.max"] == "1" and "spark.archives" not in settings
+    assert settings["spark.driver.extraClassPath"] == expected["spark.jars"].replace(",", ":")
+    assert command[command.index("--class") + 1] == THRIFT_SERVER_CLASS
+    assert "hive.server2.thrift.port=10001" in command and command[-1] == "spark-internal"
+    with pytest.raises(ConfigError, match=r"needs runtime\.mode cluster"):
+        thrift_server_command(load_config(write(tmp_path, GOOD)))
