@@ -40,7 +40,7 @@ import yaml
 
 from spark_jobs.config import DEFAULT_CONFIG, PROJECT_ROOT, load_config
 from spark_jobs.devkit.broker import free_port, tansu_command
-from spark_jobs.runtime.thrift_server import spark_home
+from spark_jobs.runtime.thrift_server import spark_class, spark_home
 
 log = logging.getLogger("ticdc-lake.cluster")
 
@@ -49,6 +49,7 @@ WORKER_CORES, WORKER_MEMORY = 4, "6g"  # advertised: the Thrift Server and two j
 APP_CORES, THRIFT_CORES, EXECUTOR_MEMORY = 2, 1, "1g"
 READY_SECONDS = 180
 DEFAULT_DIRECTORY = PROJECT_ROOT / ".local" / "cluster"
+EXECUTOR_ENV_ARCHIVE = PROJECT_ROOT / ".local" / "executor-env.tar.gz"  # outside the cluster: survives `up`
 
 
 @dataclass
@@ -192,7 +193,7 @@ class LoopbackCluster:
             "metastore",
             port,
             [
-                str(spark_home() / "bin" / "spark-class"),
+                spark_class(),
                 "org.apache.hadoop.hive.metastore.HiveMetaStore",
                 "-p",
                 str(port),
@@ -219,7 +220,7 @@ class LoopbackCluster:
         master = self._spawn(
             "spark-master",
             port,
-            [self._spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
+            [spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
             + ["--webui-port", str(ui)],
             self._spark_env(SPARK_DAEMON_MEMORY="512m"),
             ui,
@@ -227,17 +228,13 @@ class LoopbackCluster:
         self._wait(master, lambda: _port_open(port), "listen")
         self.start_worker()
 
-    @property
-    def _spark_class(self) -> str:
-        return str(spark_home() / "bin" / "spark-class")
-
     def start_worker(self) -> Service:
         """The Spark worker (again, after a failure): registered with the master before this returns."""
         ui = free_port()
         worker = self._spawn(
             "spark-worker",
             ui,
-            [self._spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", self.master_url]
+            [spark_class(), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", self.master_url]
             + ["--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY, "--webui-port", str(ui)]
             + ["--work-dir", str(self.work_dir)],
             self._spark_env(SPARK_DAEMON_MEMORY="512m"),
@@ -282,7 +279,7 @@ class LoopbackCluster:
                 "master": self.master_url,
                 "driver_memory": "1g",
                 "shuffle_partitions": 4,
-                "executor_env": str(self.directory / "executor-env.tar.gz"),
+                "executor_env": str(EXECUTOR_ENV_ARCHIVE),
                 "conf": {
                     "spark.driver.host": "127.0.0.1",
                     "spark.driver.bindAddress": "127.0.0.1",
@@ -312,9 +309,7 @@ class LoopbackCluster:
     def _pack_executor_env(self) -> None:
         from spark_jobs.runtime.executor_env import pack_executor_env
 
-        cache = PROJECT_ROOT / ".local" / "executor-env.tar.gz"  # survives `up`, rebuilt when stale
-        packed = pack_executor_env(cache)
-        shutil.copyfile(packed, self.directory / "executor-env.tar.gz")
+        pack_executor_env(EXECUTOR_ENV_ARCHIVE)
 
     def _start_thrift_server(self) -> None:
         from spark_jobs.runtime.thrift_server import thrift_server_command
@@ -324,9 +319,10 @@ class LoopbackCluster:
         service = self._spawn("thrift-server", port, thrift_server_command(config, THRIFT_CORES), self._spark_env())
         self._wait(service, lambda: _port_open(port), "listen")
 
-    def airflow_env(self) -> dict[str, str]:
-        """What every Airflow process of the cluster (and `airflow` commands against it) runs with."""
-        api = self.port("airflow-api-server") if "airflow-api-server" in self.services else None
+    def airflow_env(self, api_port: int | None = None) -> dict[str, str]:
+        """What every Airflow process of the cluster (and `airflow` commands against it) runs with; the API
+        server's port is the running one's unless given (while starting it)."""
+        api = api_port or (self.port("airflow-api-server") if "airflow-api-server" in self.services else None)
         env = {
             "AIRFLOW_HOME": str(self.directory / "airflow"),
             "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
@@ -358,8 +354,7 @@ class LoopbackCluster:
 
     def _start_airflow(self) -> None:
         api_port = free_port()
-        self.services["airflow-api-server"] = Service("airflow-api-server", 0, api_port, "")
-        env = self.airflow_env()
+        env = self.airflow_env(api_port)
         subprocess.run(
             [_bin("airflow"), "db", "migrate"],
             env={**os.environ, **env},

@@ -92,9 +92,10 @@ def run_demo(config_path: str | None = None) -> int:
     from spark_jobs.runtime.spark_session import embedded_paths
 
     started = time.monotonic()
-    if load_config(config_path).runtime.mode == "cluster":
-        return run_cluster_demo(load_config(config_path), started)
-    local_dir = load_config(config_path).local_dir
+    chosen = load_config(config_path)
+    if chosen.runtime.mode == "cluster":
+        return run_cluster_demo(chosen, started)
+    local_dir = chosen.local_dir
     log.info("preparing a clean lakehouse and Airflow database in %s", local_dir)
     _prepare_environment(local_dir)
     broker = EmbeddedBroker(local_dir / "broker").start()

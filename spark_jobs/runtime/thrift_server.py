@@ -22,6 +22,11 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
+def spark_class() -> str:
+    """pyspark's `bin/spark-class`: runs any Spark main class (master, worker, metastore, spark-submit)."""
+    return str(spark_home() / "bin" / "spark-class")
+
+
 def thrift_server_command(config: PipelineConfig, cores: int = 1) -> list[str]:
     """spark-submit of the Thrift Server on `runtime.thrift_server`'s port, with at most `cores` cores."""
     if config.runtime.mode != "cluster" or not config.runtime.thrift_server:
@@ -32,7 +37,7 @@ def thrift_server_command(config: PipelineConfig, cores: int = 1) -> list[str]:
     if "spark.jars" in conf:  # statements run in the server's session threads, which see only the class path
         conf["spark.driver.extraClassPath"] = conf["spark.jars"].replace(",", ":")
     host, port = config.runtime.thrift_server.rsplit(":", 1)
-    args = [str(spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.SparkSubmit"]
+    args = [spark_class(), "org.apache.spark.deploy.SparkSubmit"]
     args += ["--class", THRIFT_SERVER_CLASS, "--name", "ticdc-thrift-server"]
     for key, value in conf.items():
         args += ["--conf", f"{key}={value}"]
