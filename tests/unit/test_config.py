@@ -203,8 +203,10 @@ def test_cluster_mode_ships_the_executors_python_and_forces_nothing_embedded(tmp
     no loopback address or driver Python forced; tables not cached (other applications commit to them)."""
     from spark_jobs.runtime import spark_session
 
-    for name in ("PYSPARK_PYTHON", "SPARK_LOCAL_IP"):
-        monkeypatch.delenv(name, raising=False)
+    # a copy of the environment: what the function sets must not reach the SparkSession later tests start
+    # (monkeypatch.delenv of an unset variable records nothing to undo)
+    unset = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP")
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k not in unset})
     config = load_config(write(tmp_path, GOOD.replace("  mode: embedded\n  local_dir: lake\n", CLUSTER_RUNTIME)))
     conf = spark_session.spark_conf(config)
     assert conf["spark.archives"] == f"{tmp_path / 'env' / 'executor-env.tar.gz'}#ticdc_env"
