@@ -20,8 +20,8 @@ Then, over the same bronze rows:
   ceiling for Python work inside Spark here (best of 2);
 - from_json (Canal-JSON only): the plain Spark SQL way, `from_json` with a schema, `posexplode`
   of `data` with `old` at the same position, to the `noop` sink (best of 2);
-- shuffle-only: the repartition by (topic, partition) and sort by offset that decoding needs, to the
-  `noop` sink, nothing decoded (best of 2);
+- shuffle-only (the protocols whose decoders need each partition in offset order: Avro, Simple): the
+  repartition by (topic, partition) and sort by offset, to the `noop` sink, nothing decoded (best of 2);
 - decode-only: that plus `decode_batches` in `mapInArrow`, as `decode_and_write` runs it, to the
   `noop` sink: decoding without any Iceberg write (best of 2);
 - build_silver: the real thing, once, writing the Iceberg silver tables; its steps are timed by
@@ -56,7 +56,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.harness import fresh_lake, run_child  # noqa: E402
-from spark_jobs.codecs import PROTOCOLS  # noqa: E402
+from spark_jobs.codecs import PROTOCOLS, needs_partition_order  # noqa: E402
 from spark_jobs.devkit.registry import running_registry  # noqa: E402
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark  # noqa: E402
 from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS  # noqa: E402
@@ -436,20 +436,14 @@ PROFILE_ROWS = 20_000
 def profile_decode(protocol: str, options: dict, sample) -> dict:
     """decode_batches over a sample of bronze rows in this process (one core, no Spark): its plain rate,
     then one pass with its parts timed (the codec's decode, Arrow in and out, row_key; the rest is the
-    loop that turns events into column lists), by swapping timing wrappers into its module."""
-    import types
-
+    loop that puts events into columns), by swapping timing wrappers into its module."""
     import spark_jobs.silver.decode as module
 
     batches = sample.select(["topic", "partition", "offset", "timestamp", "key", "value", "headers"]).to_batches(
         max_chunksize=10_000
     )
-    seconds = {
-        "codec decode": 0.0,
-        "Arrow in (to_pydict)": 0.0,
-        "Arrow out (RecordBatch.from_pydict)": 0.0,
-        "row_key": 0.0,
-    }
+    seconds = {"codec decode": 0.0, "Arrow in (columns to Python)": 0.0, "Arrow out (columns to Arrow)": 0.0}
+    seconds["row_key"] = 0.0
     clock = time.perf_counter
 
     def timing(name: str, fn: Callable) -> Callable:
@@ -462,39 +456,33 @@ def profile_decode(protocol: str, options: dict, sample) -> dict:
 
         return wrapper
 
-    class TimedBatch:
-        def __init__(self, batch):
-            self.num_rows, self.to_pydict = batch.num_rows, timing("Arrow in (to_pydict)", batch.to_pydict)
-
     class TimedDecoder:
         def __init__(self, decoder):
             self.decode = timing("codec decode", decoder.decode)
 
-    def run(timed: bool) -> int:
-        source = (TimedBatch(b) for b in batches) if timed else iter(batches)
-        return sum(b.num_rows for b in module.decode_batches(source, protocol, options, []))
+    def run() -> int:
+        return sum(b.num_rows for b in module.decode_batches(iter(batches), protocol, options, []))
 
-    run(False)  # warm: imports, registry look-ups
+    run()  # warm: imports, registry look-ups
     started = clock()
-    events = run(False)
+    events = run()
     plain_s = clock() - started
-    saved = {name: getattr(module, name) for name in ("pa", "make_decoder", "row_key")}
+    saved = {name: getattr(module, name) for name in ("_messages", "make_decoder", "row_key")}
+    record_batch = module.DecodedColumns.record_batch
     try:
-        module.pa = types.SimpleNamespace(
-            RecordBatch=types.SimpleNamespace(
-                from_pydict=timing("Arrow out (RecordBatch.from_pydict)", saved["pa"].RecordBatch.from_pydict)
-            )
-        )
+        module._messages = timing("Arrow in (columns to Python)", saved["_messages"])
+        module.DecodedColumns.record_batch = timing("Arrow out (columns to Arrow)", record_batch)
         module.make_decoder = lambda *a, **k: TimedDecoder(saved["make_decoder"](*a, **k))
         module.row_key = timing("row_key", saved["row_key"])
         started = clock()
-        run(True)
+        run()
         total = clock() - started
     finally:
+        module.DecodedColumns.record_batch = record_batch
         for name, value in saved.items():
             setattr(module, name, value)
     parts = dict(seconds)
-    parts["rest (loop, appends, images to lists)"] = max(0.0, total - sum(seconds.values()))
+    parts["rest (the loop, events into columns)"] = max(0.0, total - sum(seconds.values()))
     return {
         "rows": sample.num_rows,
         "events": events,
@@ -661,17 +649,15 @@ def measure(spark, config, protocol: str, registry_url: str | None) -> dict:
         log.info("%s: from_json with a schema, posexplode(data)", protocol)
         out["from_json_s"] = timed("from_json", lambda: noop(from_json_frame(bronze)))
 
-    ordered = (
-        bronze.repartition("topic", "partition")
-        .sortWithinPartitions("topic", "partition", "offset")
-        .select("topic", "partition", "offset", "timestamp", "key", "value", "headers")
-    )
-    log.info("%s: shuffle-only (repartition by topic/partition, sort by offset)", protocol)
-    out["shuffle_s"] = timed("shuffle-only", lambda: noop(ordered))
+    messages = bronze.select("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+    if needs_partition_order(protocol):
+        messages = messages.repartition("topic", "partition").sortWithinPartitions("topic", "partition", "offset")
+        log.info("%s: shuffle-only (repartition by topic/partition, sort by offset)", protocol)
+        out["shuffle_s"] = timed("shuffle-only", lambda: noop(messages))
 
     options = decoder_options(source)
     log.info("%s: decode-only (decode_batches in mapInArrow, noop sink)", protocol)
-    decoded = ordered.mapInArrow(
+    decoded = messages.mapInArrow(
         lambda batches: decode_batches(batches, protocol, options, []), from_arrow_schema(DECODED_SCHEMA)
     )
     out["decode_s"] = timed("decode-only", lambda: noop(decoded))
@@ -679,7 +665,7 @@ def measure(spark, config, protocol: str, registry_url: str | None) -> dict:
     ensure_tables(spark, "silver")  # one-time table creation is not part of a run
     log.info("%s: build_silver", protocol)
     with (
-        StepTimer(build, ["decode_and_write", "_finish"]) as build_timer,
+        StepTimer(build, ["decode_and_write", "record_run"]) as build_timer,
         StepTimer(merges, [*DECODE_AND_WRITE_MERGES, "expire_pending"]) as merge_timer,
     ):
         started = time.monotonic()
@@ -764,8 +750,9 @@ def report(results: list[dict]) -> None:
             f"{write - s.get('merge_row_changes', 0.0):.1f}s + setup, expire, finish {other:.1f}s"
         )
         print(
-            f"  {'':<12} noop passes: parse-only {r['parse_s']:.1f}s, shuffle-only {r['shuffle_s']:.1f}s, "
-            f"decode-only {r['decode_s']:.1f}s (decode itself ~{max(0.0, r['decode_s'] - r['shuffle_s']):.1f}s)"
+            f"  {'':<12} noop passes: parse-only {r['parse_s']:.1f}s, "
+            + (f"shuffle-only {r['shuffle_s']:.1f}s, " if r.get("shuffle_s") else "")
+            + f"decode-only {r['decode_s']:.1f}s (decode itself ~{max(0.0, r['decode_s'] - r.get('shuffle_s', 0.0)):.1f}s)"
             + (f", from_json {r['from_json_s']:.1f}s" if r.get("from_json_s") else "")
             + f"; {r['read_tasks']} bronze read tasks"
         )

@@ -74,6 +74,13 @@ def sends_watermarks(protocol: str, options: Mapping[str, Any] | None = None) ->
     return protocol in ("open", "simple-json", "simple-avro") or (protocol in ("canal-json", "debezium") and extension)
 
 
+def needs_partition_order(protocol: str) -> bool:
+    """Whether a decoder must see each partition's messages in offset order: Simple's decoders learn schemas
+    from earlier messages, and an Avro row without a commit ts is placed after the change before it. The other
+    protocols decode every message on its own, in any order."""
+    return protocol in ("avro", "simple-json", "simple-avro")
+
+
 def make_decoder(protocol: str, options: Mapping[str, Any] | None = None) -> Decoder:
     cls = decoder_class(protocol)
     return cls(validate_options(protocol, options))
@@ -88,6 +95,7 @@ __all__ = [
     "SchemaNotYetKnown",
     "decoder_class",
     "make_decoder",
+    "needs_partition_order",
     "sends_watermarks",
     "validate_options",
 ]

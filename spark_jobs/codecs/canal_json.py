@@ -424,6 +424,14 @@ class CanalJsonDecoder:
         if not value:
             raise DecodeError(PROTOCOL, "message has no value", "value")
         events: list[ChangeEvent] = []
+        if self._compression == "none":
+            try:  # the usual message: one JSON document; anything else goes through _documents
+                doc = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                pass
+            else:
+                self._decode_document(doc, events, False)
+                return events
         for doc in self._documents(value):
             self._decode_document(doc, events, claim_checked=False)
         return events

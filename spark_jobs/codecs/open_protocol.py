@@ -231,6 +231,7 @@ class OpenDecoder:
         self._plan = self._column_plan()
         self._converter_table = self._converters()
         self._images: dict[tuple, list] = {}  # column names -> generated image functions
+        self._last_images: tuple[tuple, list | tuple] = ((), ())  # the last column names looked up, their functions
         self._seen: dict[tuple, int] = {}  # signature -> images decoded exactly so far
 
     # -- framing
@@ -310,7 +311,13 @@ class OpenDecoder:
     def _compiled_image(self, columns):
         """The image from a function compiled for this column signature, or None when none fits."""
         if type(columns) is dict:
-            for fast in self._images.get(tuple(columns), ()):
+            names = tuple(columns)
+            last_names, variants = self._last_images
+            # the JSON parser reuses its key strings: the last list compares by identity, with no hash to build
+            if names != last_names:
+                variants = self._images.get(names, ())
+                self._last_images = (names, variants)
+            for fast in variants:
                 image = fast(columns)
                 if image is not None:
                     return image
@@ -469,6 +476,7 @@ class OpenDecoder:
         converters = [self._converter_table[code] for _, code, _, _ in signature]
         image = make(_fail, types, _type_flags(types), _SMALL_INTS, converters)
         names = tuple(columns)
+        self._last_images = ((), ())
         variants = self._images.setdefault(names, [])
         if len(variants) >= _VARIANTS:
             del variants[0]

@@ -466,7 +466,8 @@ def _row_source(schema: _Schema, avro: bool) -> tuple[str, list[str]]:
                 )
                 guarded = [
                     f"if {same} and {value} == {same_as}{i}:",
-                    f"    {row}[{name!r}] = {value} = x{i}",
+                    f"    if x{i} is not {same_as}{i}:",  # else the data value was kept: an equal text is there
+                    f"        {row}[{name!r}] = {value} = x{i}",
                     "else:",
                     *("    " + line for line in guarded),
                 ]
@@ -563,6 +564,7 @@ class _SimpleDecoder:
             raise ConfigError(f"time-zone {opts['time-zone']!r} is not a known time zone: {exc}") from None
         self._zones: dict[str, dt.tzinfo | None] = {"Local": self._default_zone}
         self._schemas: dict[tuple[str, str, int], _Schema] = {}
+        self._last_schema: _Schema | None = None
         self._handlers = {
             "WATERMARK": self._watermark,
             "BOOTSTRAP": self._bootstrap,
@@ -684,9 +686,12 @@ class _SimpleDecoder:
             for event in events:
                 event.flags.append("claim_check")
             return events
-        schema = self._schemas.get((database, table, version))
-        if schema is None:
-            raise SchemaNotYetKnown(self.protocol, database, table, version)
+        schema = self._last_schema  # a partition's rows mostly share one schema: no key tuple to hash
+        if schema is None or schema.version != version or schema.table != table or schema.database != database:
+            schema = self._schemas.get((database, table, version))
+            if schema is None:
+                raise SchemaNotYetKnown(self.protocol, database, table, version)
+            self._last_schema = schema
         if op is None:
             op = DML_OPS[kind]
         convert_one = schema.convert_one
@@ -806,6 +811,7 @@ class _SimpleDecoder:
     def _cache(self, doc: Any, where: str) -> _Schema:
         schema = self._build_schema(doc, where)
         self._schemas[(schema.database, schema.table, schema.version)] = schema
+        self._last_schema = None
         return schema
 
     def _build_schema(self, doc: Any, where: str) -> _Schema:

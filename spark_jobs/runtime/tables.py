@@ -49,8 +49,15 @@ BRONZE_PROPERTIES = {
     "write.parquet.compression-codec": "zstd",
     # one file per writing task: a batch is one source, and one file would be read by one task
     "write.distribution-mode": "none",
+    # silver decodes a run's messages in splits of this size, one task each (a file splits at its row groups)
+    "read.split.target-size": str(32 * 1024 * 1024),
+    "write.parquet.row-group-size-bytes": str(32 * 1024 * 1024),
 }
-SILVER_PROPERTIES = {"format-version": "2"}
+SILVER_PROPERTIES = {
+    "format-version": "2",
+    # a silver write holds one source: hash distribution by the partition column would give it one task
+    "write.distribution-mode": "none",
+}
 COORDINATES = "source STRING NOT NULL, topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL"
 
 TABLES: dict[str, tuple[TableDefinition, ...]] = {
@@ -151,8 +158,8 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
 
 
 def ensure_tables(spark, layer: str) -> None:
-    """Create the layer's tables that do not exist yet; add the columns a newer version defines to those
-    that do (Iceberg adds a column without rewriting data; existing rows read it as null)."""
+    """Create the layer's tables that do not exist yet; add the columns and set the properties a newer version
+    defines on those that do (Iceberg adds a column without rewriting data; existing rows read it as null)."""
     from spark_jobs.runtime.sql import quote_ident
 
     for table in TABLES[layer]:
@@ -163,3 +170,8 @@ def ensure_tables(spark, layer: str) -> None:
         if missing:
             columns = ", ".join(f"{quote_ident(f.name)} {f.dataType.simpleString()}" for f in missing)
             spark.sql(f"ALTER TABLE {table.name} ADD COLUMNS ({columns})")
+        current = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {table.name}").collect()}
+        changed = {k: v for k, v in table.properties.items() if current.get(k) != v and k != "format-version"}
+        if changed:
+            properties = ", ".join(f"'{key}' = '{value}'" for key, value in changed.items())
+            spark.sql(f"ALTER TABLE {table.name} SET TBLPROPERTIES ({properties})")

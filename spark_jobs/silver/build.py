@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 
 from spark_jobs.bronze.land import committed_offsets, main_snapshot
-from spark_jobs.codecs import sends_watermarks
+from spark_jobs.codecs import needs_partition_order, sends_watermarks
 from spark_jobs.config import PipelineConfig, SourceSettings, decoder_options
 from spark_jobs.errors import named_transient_faults
 from spark_jobs.runtime.tables import (
@@ -119,9 +119,10 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
     if (current is None or current == previous) and not _has_pending(spark, source.name):
         log.info("source %s: bronze has nothing new since the last silver run", source.name)
         return record_run(spark, config, source.name, "incremental", None, {}, started, record=False)
-    bronze = _bronze_at(spark, source.name, SILVER_PENDING)
+    bronze = _bronze_at(spark, source.name, SILVER_PENDING) if _has_pending(spark, source.name) else None
     if current is not None and current != previous:
-        bronze = _bronze_since(spark, source.name, previous, current).unionByName(bronze)
+        new = _bronze_since(spark, source.name, previous, current)
+        bronze = new if bronze is None else new.unionByName(bronze)
     seq = next_silver_seq(spark, source.name)
     counts = decode_and_write(spark, source, bronze, seq)
     counts["quarantined"] = counts.get("quarantine", 0) + merges.expire_pending(spark, source)
@@ -189,10 +190,11 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
     protocol, options = source.protocol, decoder_options(source)
     primers = _primers(spark, source) if protocol in STATEFUL_PROTOCOLS else []
     partition_ts = _last_commit_per_partition(spark, source.name) if protocol == "avro" else {}
-    ordered = bronze.repartition("topic", "partition").sortWithinPartitions("topic", "partition", "offset")
+    messages = bronze.select("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+    if needs_partition_order(protocol):
+        messages = messages.repartition("topic", "partition").sortWithinPartitions("topic", "partition", "offset")
     decoded = (
-        ordered.select("topic", "partition", "offset", "timestamp", "key", "value", "headers")
-        .mapInArrow(
+        messages.mapInArrow(
             lambda batches: decode_batches(batches, protocol, options, primers, partition_ts),
             from_arrow_schema(DECODED_SCHEMA),
         )
@@ -200,13 +202,23 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
         .cache()
     )
     with named_transient_faults(source.name):  # decoding runs here, before anything is written
-        counts = {r["kind"]: r["n"] for r in decoded.groupBy("kind").agg(F.count("*").alias("n")).collect()}
-    counts["messages"] = decoded.select("topic", "partition", "offset").distinct().count()
+        tally = (
+            decoded.groupBy("kind")
+            .agg(
+                F.count("*").alias("events"),
+                F.count_if(F.col("event_index") == 0).alias("messages"),  # every message has one event 0
+                F.min("commit_ts").alias("lowest_commit_ts"),
+            )
+            .collect()
+        )
+    counts = {r["kind"]: r["events"] for r in tally}
+    counts["messages"] = sum(r["messages"] for r in tally)
     counts["decoded"] = counts["messages"] - counts.get("quarantine", 0) - counts.get("waiting", 0)
+    lowest = next((r["lowest_commit_ts"] for r in tally if r["kind"] == "row"), None)
 
     counts["ddl"] = counts.get("ddl", 0) + merges.merge_ddl_events(spark, source.name, protocol, decoded)
     if counts.get("row"):
-        merges.merge_row_changes(spark, source.name, decoded, silver_seq)
+        merges.merge_row_changes(spark, source.name, decoded, silver_seq, lowest)
     if counts.get("watermark"):
         merges.merge_watermarks(spark, decoded)
     if counts.get("quarantine") or counts.get("waiting") or replaying:

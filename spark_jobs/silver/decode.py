@@ -8,12 +8,15 @@ instead of quarantining, and the driver turns it back into the named error (silv
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_jobs.codecs import DecodeError, SchemaNotYetKnown, make_decoder
 from spark_jobs.errors import TransientFault
@@ -56,11 +59,12 @@ class Primer:
     value: bytes | None
 
 
-def row_key(key_columns: list[str], before: dict | None, after: dict | None) -> str | None:
+def row_key(key_columns: list[str], before: dict | None, after: dict | None) -> bytes | None:
+    """The JSON array of the handle-key values (UTF-8 bytes, which Arrow takes for a string column)."""
     image = after if after is not None else before
     if image is None or not key_columns:
         return None
-    return orjson.dumps([image.get(k) for k in key_columns]).decode()
+    return orjson.dumps([image.get(k) for k in key_columns])
 
 
 def decode_batches(
@@ -74,8 +78,9 @@ def decode_batches(
 
     `primers` are earlier schema-carrying messages (Simple bootstraps and DDL), decoded first so
     that state carries across runs; `partition_ts` the commit ts of the last change silver holds per
-    (topic, partition), where a row without a commit ts goes when it is the first of its partition here. A row whose schema is not known yet is tried again once at the
-    end of the task (its schema may come later in the same batch) before it is reported waiting.
+    (topic, partition), where a row without a commit ts goes when it is the first of its partition here.
+    A row whose schema is not known yet is tried again once at the end of the task (its schema may come
+    later in the same batch) before it is reported waiting.
     """
     decoder = make_decoder(protocol, options)
     for primer in primers:
@@ -86,44 +91,100 @@ def decode_batches(
     waiting: list[tuple] = []
     last_ts: dict[tuple[str, int], int] = dict(partition_ts or {})
     for batch in batches:
-        out = _empty()
-        cols = batch.to_pydict()
-        for i in range(batch.num_rows):
-            timestamp = cols["timestamp"][i]
-            message = (
-                cols["topic"][i],
-                cols["partition"][i],
-                cols["offset"][i],
-                int(timestamp.timestamp() * 1000) if timestamp is not None else None,
-                cols["key"][i],
-                cols["value"][i],
-                [(h["key"], h["value"]) for h in cols["headers"][i] or []],
-            )
+        out = DecodedColumns()
+        for message in _messages(batch):
             if _decode_one(decoder, protocol, message, out, last_ts) is not None:
                 waiting.append(message)
-        yield pa.RecordBatch.from_pydict(out, schema=DECODED_SCHEMA)
+        yield out.record_batch()
     if waiting:
-        out = _empty()
+        out = DecodedColumns()
         for message in waiting:
             reason = _decode_one(decoder, protocol, message, out, last_ts)
             if reason is not None:
-                _append_problem(out, *message[:3], "waiting", reason)
-        yield pa.RecordBatch.from_pydict(out, schema=DECODED_SCHEMA)
+                out.problem(*message[:3], "waiting", reason)
+        yield out.record_batch()
 
 
-def _empty() -> dict[str, list]:
-    return {name: [] for name in DECODED_SCHEMA.names}
+def _messages(batch: pa.RecordBatch) -> Iterator[tuple]:
+    """(topic, partition, offset, kafka_ms, key, value, headers) per bronze row, each column converted to
+    Python once for the whole batch (no per-row datetime: the record time as epoch milliseconds)."""
+    column = batch.column
+    timestamps = column("timestamp")
+    micros = timestamps.cast(pa.timestamp("us", tz=timestamps.type.tz), safe=False).cast(pa.int64())
+    headers = column("headers")
+    if headers.null_count == len(headers) or not pc.sum(pc.list_value_length(headers)).as_py():
+        header_lists: Iterator = itertools.repeat(None)
+    else:
+        header_lists = ([(h["key"], h["value"]) for h in row] or None if row else None for row in headers.to_pylist())
+    return zip(
+        column("topic").to_pylist(),
+        column("partition").to_pylist(),
+        column("offset").to_pylist(),
+        pc.divide(micros, 1000).to_pylist(),
+        column("key").to_pylist(),
+        column("value").to_pylist(),
+        header_lists,
+    )
 
 
-def _decode_one(decoder, protocol: str, message: tuple, out: dict[str, list], last_ts: dict) -> str | None:
+class DecodedColumns:
+    """One output batch of DECODED_SCHEMA, kept as a Python list per column and turned into Arrow arrays once:
+    maps and lists are flattened into keys, values and offsets (no per-row list of pairs for Arrow to convert)."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list] = {name: [] for name in DECODED_SCHEMA.names}
+
+    def record_batch(self) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays(
+            [_array(self.columns[f.name], f.type, f.name in _SHARED_VALUES) for f in DECODED_SCHEMA],
+            schema=DECODED_SCHEMA,
+        )
+
+    def problem(self, topic: str, partition: int, offset: int, kind: str, reason: str) -> None:
+        """A message that did not decode (quarantine) or waits for its schema, with why."""
+        columns = self.columns
+        for values in columns.values():
+            values.append(None)
+        columns["topic"][-1], columns["partition"][-1], columns["offset"][-1] = topic, partition, offset
+        columns["event_index"][-1], columns["kind"][-1], columns["reason"][-1] = 0, kind, reason
+        columns["key_columns"][-1], columns["column_types"][-1], columns["flags"][-1] = [], {}, []
+
+
+# columns whose values are mostly one shared object per table schema (the codecs cache them): each distinct
+# object is converted once and repeated with `take`
+_SHARED_VALUES = frozenset({"key_columns", "column_types", "flags"})
+
+
+def _array(values: list, type_: pa.DataType, shared: bool = False) -> pa.Array:
+    """An Arrow array of `type_`; a map or list column from its flattened parts (C loops, not a row at a time)."""
+    if not (pa.types.is_map(type_) or pa.types.is_list(type_)):
+        return pa.array(values, type_)
+    if shared:
+        positions: dict[int, int] = {}  # id() is unique here: `values` keeps every object alive
+        indices = [positions.setdefault(id(v), len(positions)) for v in values]
+        if len(positions) < len(values) // 2:
+            distinct = list({id(v): v for v in values}.values())
+            return _array(distinct, type_).take(pa.array(indices, pa.int32()))
+    present = [v for v in values if v is not None]
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum([len(v) if v is not None else 0 for v in values], out=offsets[1:])
+    mask = None if len(present) == len(values) else pa.array([v is None for v in values])
+    keys = pa.array(list(itertools.chain.from_iterable(present)), pa.string())
+    if pa.types.is_list(type_):
+        return pa.ListArray.from_arrays(pa.array(offsets), keys, type_, mask=mask)
+    items = pa.array(list(itertools.chain.from_iterable(v.values() for v in present)), pa.string())
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, items, type_, mask=mask)
+
+
+def _decode_one(decoder, protocol: str, message: tuple, out: DecodedColumns, last_ts: dict) -> str | None:
     """Decode one message into `out`; returns the reason when it waits for its schema (nothing appended).
 
     A row that carries no commit timestamp (Avro deletes; every Avro row without the TiDB extension) is
-    placed just after the last commit seen on its partition (in this task, or in silver before it), or else at the Kafka record's
-    timestamp (milliseconds, with the offset as the logical part): flagged commit_ts_inferred, it orders
-    after the changes before it on its partition. An insert or update that holds only the handle key
-    (large-message handle-key-only without claim-check) would write NULLs over real values in gold: its
-    message goes to quarantine instead.
+    placed just after the last commit seen on its partition (in this task, or in silver before it), or else
+    at the Kafka record's timestamp (milliseconds, with the offset as the logical part): flagged
+    commit_ts_inferred, it orders after the changes before it on its partition. An insert or update that
+    holds only the handle key (large-message handle-key-only without claim-check) would write NULLs over
+    real values in gold: its message goes to quarantine instead.
     """
     topic, partition, offset, kafka_ms, key, value, headers = message
     try:
@@ -131,45 +192,44 @@ def _decode_one(decoder, protocol: str, message: tuple, out: dict[str, list], la
     except SchemaNotYetKnown as exc:
         return str(exc)
     except DecodeError as exc:
-        _append_problem(out, topic, partition, offset, "quarantine", str(exc))
+        out.problem(topic, partition, offset, "quarantine", str(exc))
         return None
     except TransientFault:
         raise
     except Exception as exc:  # a codec bug must not stop the pipeline or lose the message
-        _append_problem(
-            out, topic, partition, offset, "quarantine", f"{protocol}: unexpected {exc.__class__.__name__}: {exc}"
-        )
+        out.problem(topic, partition, offset, "quarantine", f"{protocol}: unexpected {exc.__class__.__name__}: {exc}")
         return None
-    if any(e.kind == "row" and e.op != "delete" and "handle_key_only" in e.flags for e in events):
-        _append_problem(out, topic, partition, offset, "quarantine", HANDLE_KEY_ONLY_REASON)
+    if any(e.flags and e.kind == "row" and e.op != "delete" and "handle_key_only" in e.flags for e in events):
+        out.problem(topic, partition, offset, "quarantine", HANDLE_KEY_ONLY_REASON)
         return None
+    columns = out.columns
     for index, e in enumerate(events):
-        commit_ts, flags = e.commit_ts, e.flags
-        if commit_ts is None and e.kind == "row":
+        commit_ts, flags, is_row = e.commit_ts, e.flags, e.kind == "row"
+        if commit_ts is None and is_row:
             commit_ts = _inferred_commit_ts(last_ts.get((topic, partition)), kafka_ms, offset)
             flags = flags if "commit_ts_inferred" in flags else [*flags, "commit_ts_inferred"]
-        if commit_ts is not None and e.kind == "row":
+        if commit_ts is not None and is_row:
             last_ts[(topic, partition)] = commit_ts
-        out["topic"].append(topic)
-        out["partition"].append(partition)
-        out["offset"].append(offset)
-        out["event_index"].append(index)
-        out["kind"].append(e.kind)
-        out["op"].append(e.op)
-        out["database"].append(e.database)
-        out["table"].append(e.table or None)
-        out["commit_ts"].append(commit_ts)
-        out["row_key"].append(row_key(e.key_columns, e.before, e.after) if e.kind == "row" else None)
-        out["key_columns"].append(e.key_columns)
-        out["before"].append(list(e.before.items()) if e.before is not None else None)
-        out["after"].append(list(e.after.items()) if e.after is not None else None)
-        out["column_types"].append(list(e.column_types.items()))
-        out["schema_version"].append(e.schema_version)
-        out["ddl_type"].append(e.ddl_type)
-        out["ddl_sql"].append(e.ddl_sql)
-        out["table_schema"].append(orjson.dumps(e.table_schema).decode() if e.table_schema is not None else None)
-        out["flags"].append(sorted(flags))
-        out["reason"].append(None)
+        columns["topic"].append(topic)
+        columns["partition"].append(partition)
+        columns["offset"].append(offset)
+        columns["event_index"].append(index)
+        columns["kind"].append(e.kind)
+        columns["op"].append(e.op)
+        columns["database"].append(e.database)
+        columns["table"].append(e.table or None)
+        columns["commit_ts"].append(commit_ts)
+        columns["row_key"].append(row_key(e.key_columns, e.before, e.after) if is_row else None)
+        columns["key_columns"].append(e.key_columns)
+        columns["before"].append(e.before)
+        columns["after"].append(e.after)
+        columns["column_types"].append(e.column_types)
+        columns["schema_version"].append(e.schema_version)
+        columns["ddl_type"].append(e.ddl_type)
+        columns["ddl_sql"].append(e.ddl_sql)
+        columns["table_schema"].append(orjson.dumps(e.table_schema) if e.table_schema is not None else None)
+        columns["flags"].append(sorted(flags) if flags else flags)
+        columns["reason"].append(None)
     return None
 
 
@@ -179,11 +239,3 @@ def _inferred_commit_ts(last_on_partition: int | None, kafka_ms: int | None, off
     if kafka_ms is None:
         return None
     return (kafka_ms << 18) | (offset & 0x3FFFF)
-
-
-def _append_problem(out: dict[str, list], topic: str, partition: int, offset: int, kind: str, reason: str) -> None:
-    for name in DECODED_SCHEMA.names:
-        out[name].append(None)
-    out["topic"][-1], out["partition"][-1], out["offset"][-1] = topic, partition, offset
-    out["event_index"][-1], out["kind"][-1], out["reason"][-1] = 0, kind, reason
-    out["key_columns"][-1], out["column_types"][-1], out["flags"][-1] = [], [], []

@@ -9,6 +9,10 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from spark_jobs.codecs.values import text_enum, text_set
 
 # (database, table) -> sorted [(commit_ts, {column: ("enum"|"set", [labels])})]
@@ -35,13 +39,56 @@ def definitions_at(history: SchemaHistory, database: str, table: str, commit_ts:
     return versions[i][1] if i >= 0 else None
 
 
-def label_image(image: dict[str, str | None] | None, definitions: dict[str, tuple[str, list[str]]]) -> dict | None:
-    if image is None:
-        return None
-    out = dict(image)
-    for name, (kind, elements) in definitions.items():
-        value = out.get(name)
-        if value is None or not value.isdigit():
+def label_batch(batch: pa.RecordBatch, history: SchemaHistory) -> pa.RecordBatch:
+    """Labels for the ENUM and SET values of rows flagged enum_index, in their before and after maps, from the
+    definitions in force at each row's commit ts; a row whose definitions are known loses the flag. Column-wise:
+    only the map entries named like an ENUM or SET column are read into Python."""
+    flags = batch.column("flags").to_pylist()
+    definitions = [
+        definitions_at(history, d, t, c) if row_flags and "enum_index" in row_flags else None
+        for row_flags, d, t, c in zip(
+            flags,
+            batch.column("database").to_pylist(),
+            batch.column("table").to_pylist(),
+            batch.column("commit_ts").to_pylist(),
+            strict=True,
+        )
+    ]
+    if not any(definitions):
+        return batch
+    columns = dict(zip(batch.schema.names, batch.columns, strict=True))
+    for image in ("before", "after"):
+        columns[image] = _labelled(columns[image], definitions)
+    columns["flags"] = pa.array(
+        [[f for f in row if f != "enum_index"] if defs else row for row, defs in zip(flags, definitions, strict=True)],
+        columns["flags"].type,
+    )
+    return pa.RecordBatch.from_arrays([columns[name] for name in batch.schema.names], schema=batch.schema)
+
+
+def _labelled(maps: pa.MapArray, definitions: list[dict | None]) -> pa.MapArray:
+    names = sorted({name for defs in definitions if defs for name in defs})
+    if not names:
+        return maps
+    offsets = maps.offsets.to_numpy()
+    first = offsets[0]  # a slice's offsets point into its parent's keys and items
+    keys, items = maps.keys.slice(first, offsets[-1] - first), maps.items.slice(first, offsets[-1] - first)
+    offsets = offsets - first
+    candidates = np.flatnonzero(pc.is_in(keys, value_set=pa.array(names, pa.string())).to_numpy(False))
+    rows = np.searchsorted(offsets, candidates, side="right") - 1
+    positions, labels = [], []
+    names_at, values_at = keys.take(candidates).to_pylist(), items.take(candidates).to_pylist()
+    for position, row, name, value in zip(candidates.tolist(), rows.tolist(), names_at, values_at, strict=True):
+        defs = definitions[row]
+        if not defs or name not in defs or value is None or not value.isdigit():
             continue
-        out[name] = (text_enum if kind == "enum" else text_set)(int(value), elements)[0]
-    return out
+        kind, elements = defs[name]
+        positions.append(position)
+        labels.append((text_enum if kind == "enum" else text_set)(int(value), elements)[0])
+    if not positions:
+        return maps
+    mask = np.zeros(len(items), dtype=bool)
+    mask[positions] = True
+    items = pc.replace_with_mask(items, pa.array(mask), pa.array(labels, pa.string()))
+    nulls = maps.is_null() if maps.null_count else None
+    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), keys, items, maps.type, mask=nulls)

@@ -69,9 +69,16 @@ class DdlEventRow:
     understood: bool
 
 
-def merge_row_changes(spark, source: str, decoded, silver_seq: int) -> None:
+def merge_row_changes(spark, source: str, decoded, silver_seq: int, since: int | None = None) -> None:
     """Row changes once each; the first copy (in Kafka order) of a redelivered change is kept. Each new row
-    carries the run's `silver_seq`, which is how gold finds what silver gained since its last run."""
+    carries the run's `silver_seq`, which is how gold finds what silver gained since its last run.
+
+    `since`, the lowest commit ts among the batch's rows, bounds what the MERGE reads of silver: a copy of a
+    batch row has the same commit ts (it is part of the change's identity), so no copy is older, and files
+    whose commit ts all lie below it are skipped by their column statistics. A redelivery older than the rest of
+    the batch only lowers the bound (the run reads more of silver), it is never missed. A row without a commit
+    ts is compared with the stored rows without one.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
@@ -80,12 +87,16 @@ def merge_row_changes(spark, source: str, decoded, silver_seq: int) -> None:
         "topic", "partition", "offset", "event_index"
     )
     rows = rows.withColumn("_n", F.row_number().over(first)).where("_n = 1").select(*ROW_CHANGE_COLUMNS)
+    bound = "" if since is None else "AND (t.commit_ts >= :since OR t.commit_ts IS NULL)"
     with temp_view(rows, "silver_batch_rows") as batch:
-        spark.sql(f"""
+        spark.sql(
+            f"""
             MERGE INTO {SILVER_ROW_CHANGES} t USING {batch} s
-            ON t.source = s.source AND t.database = s.database AND t.`table` = s.`table` AND t.row_key <=> s.row_key
-               AND t.commit_ts <=> s.commit_ts AND t.op = s.op
-            WHEN NOT MATCHED THEN INSERT *""")
+            ON t.source = :source {bound} AND t.source = s.source AND t.database = s.database
+               AND t.`table` = s.`table` AND t.row_key <=> s.row_key AND t.commit_ts <=> s.commit_ts AND t.op = s.op
+            WHEN NOT MATCHED THEN INSERT *""",
+            args={"source": source} if since is None else {"source": source, "since": since},
+        )
 
 
 def merge_watermarks(spark, decoded) -> None:
@@ -574,29 +585,9 @@ def schema_history(spark, source: str):
 
 def _label_enums(spark, source: str, rows):
     """Rows flagged enum_index get labels from the schema in force at their commit ts, when known."""
-    import pyarrow as pa
-
-    from spark_jobs.silver.enum_labels import definitions_at, label_image
+    from spark_jobs.silver.enum_labels import label_batch
 
     history = schema_history(spark, source)
     if not any(defs for versions in history.values() for _, defs in versions):
         return rows
-
-    def label(batches):
-        for batch in batches:
-            table = batch.to_pydict()
-            for i in range(batch.num_rows):
-                flags = table["flags"][i] or []
-                if "enum_index" not in flags:
-                    continue
-                defs = definitions_at(history, table["database"][i], table["table"][i], table["commit_ts"][i])
-                if not defs:
-                    continue
-                for image in ("before", "after"):
-                    value = table[image][i]
-                    if value is not None:
-                        table[image][i] = list(label_image(dict(value), defs).items())
-                table["flags"][i] = [f for f in flags if f != "enum_index"]
-            yield pa.RecordBatch.from_pydict(table, schema=batch.schema)
-
-    return rows.mapInArrow(label, rows.schema)
+    return rows.mapInArrow(lambda batches: (label_batch(batch, history) for batch in batches), rows.schema)

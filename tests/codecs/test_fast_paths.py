@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import linecache
 import os
@@ -20,7 +21,13 @@ from spark_jobs.codecs.simple import _SimpleDecoder
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table
 from spark_jobs.devkit.simulator.stream import encode_stream
 from spark_jobs.devkit.simulator.workload import create_table_sql
-from tests.codecs.helpers import EVERY_TYPE, EVERY_TYPE_ROW, changefeed_options, decode_partitions
+from tests.codecs.helpers import (
+    EVERY_TYPE,
+    EVERY_TYPE_ROW,
+    changefeed_decoder,
+    changefeed_options,
+    decode_partitions,
+)
 
 # Where each protocol's precise path starts: called for every row image when fast paths are off.
 PRECISE_PATHS = {
@@ -134,3 +141,60 @@ def test_evicted_sources_leave_linecache(fast_paths_on, monkeypatch):
     assert first.__code__.co_filename not in linecache.cache
     assert {second.__code__.co_filename, third.__code__.co_filename} <= linecache.cache.keys()
     assert [f() for f in (first, second, third)] == [0, 1, 2]
+
+
+def _two_tables_stream() -> list:
+    """Rows of two tables interleaved, and the first table's schema sent again midway."""
+    ts = 1_700_000_000_000 << 18
+    orders = Table(
+        "shop",
+        "orders",
+        (Column("id", "int", nullable=False), Column("price", "decimal(10,2)"), Column("state", "varchar(8)")),
+        key=("id",),
+    )
+    notes = Table("shop", "notes", (Column("id", "int", nullable=False), Column("at", "datetime(3)")), key=("id",))
+    events: list = [Bootstrap(orders), Bootstrap(notes)]
+    for i in range(12):
+        order = {"id": i, "price": Decimal(i).scaleb(-2), "state": "new"}
+        note = {"id": i, "at": dt.datetime(2025, 1, 2, 3, 4, 5, 6000 * i)}
+        events += [
+            RowChange(ts + (3 * i << 18), "insert", orders, None, order),
+            RowChange(ts + ((3 * i + 1) << 18), "insert", notes, None, note),
+            RowChange(ts + ((3 * i + 2) << 18), "update", orders, order, {**order, "state": "paid"}),
+        ]
+        if i == 6:
+            events.append(Bootstrap(orders))
+    return events
+
+
+@pytest.mark.parametrize("protocol", sorted(PRECISE_PATHS))
+def test_tables_taking_turns_decode_as_the_precise_path_does(protocol, fast_paths_on, monkeypatch):
+    """One decoder switching tables every row: its per-table caches (last schema, last column list) never mix them up."""
+    options = changefeed_options(protocol, registry_url="")
+    messages = encode_stream(protocol, _two_tables_stream(), options=options)
+
+    def decoded() -> list[dict]:
+        decoder = changefeed_decoder(protocol, options)
+        return [e.to_dict() for m in messages for e in decoder.decode(m.key, m.value, list(m.headers) or None)]
+
+    fast = decoded()
+    monkeypatch.setattr(fast_paths, "PRECISE_ONLY", True)
+    assert decoded() == fast
+    assert {e["table"] for e in fast if e["kind"] == "row"} == {"orders", "notes"}
+
+
+def test_simple_update_old_equal_to_converted_data_takes_its_text(fast_paths_on, monkeypatch):
+    """An old value equal to a data value the converter rewrote gets the rewritten text; one kept as sent stays."""
+    table = Table("shop", "t", (Column("id", "int", nullable=False), Column("p", "decimal(10,2)")), key=("id",))
+    bootstrap, row = encode_stream("simple-json", [Bootstrap(table), RowChange(5, "insert", table, None, {"id": 1})])
+    message = orjson.loads(row.value)
+    message |= {"type": "UPDATE", "data": {"id": "1", "p": "1.5"}, "old": {"id": "1", "p": "1.5"}}
+    results = []
+    for precise_only in (False, True):
+        monkeypatch.setattr(fast_paths, "PRECISE_ONLY", precise_only)
+        decoder = make_decoder("simple-json")
+        decoder.decode(None, bootstrap.value)
+        (event,) = decoder.decode(None, orjson.dumps(message))
+        results.append(event.to_dict())
+    assert results[0] == results[1]
+    assert results[0]["before"] == results[0]["after"] == {"id": "1", "p": "1.50"}
