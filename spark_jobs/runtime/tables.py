@@ -49,9 +49,9 @@ BRONZE_PROPERTIES = {
     "write.parquet.compression-codec": "zstd",
     # one file per writing task: a batch is one source, and one file would be read by one task
     "write.distribution-mode": "none",
-    # silver decodes a run's messages in splits of this size, one task each (a file splits at its row groups)
-    "read.split.target-size": str(32 * 1024 * 1024),
-    "write.parquet.row-group-size-bytes": str(32 * 1024 * 1024),
+    # a file splits at its row groups: silver's decoding reads a run's messages in splits of this size
+    # (spark_jobs.silver.build.DECODE_SPLIT_BYTES); messages compress about 15:1
+    "write.parquet.row-group-size-bytes": str(8 * 1024 * 1024),
 }
 SILVER_PROPERTIES = {
     "format-version": "2",

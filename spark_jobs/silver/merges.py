@@ -567,9 +567,9 @@ def _replace_ddl_events(spark, source: str, rows: list[DdlEventRow]) -> None:
 
 
 def schema_history(spark, source: str):
-    """Every ENUM/SET definition of the source's tables over time, from silver.ddl_events."""
-    from spark_jobs.silver.enum_labels import enum_columns
-
+    """Every ENUM/SET definition of the source's tables over time, from silver.ddl_events:
+    {(database, table): [(commit_ts, {column: ("enum" | "set", [labels])})]} in commit order. Canal-JSON
+    (without content-compatible) and the Open protocol send ENUM/SET values as index/bitmask."""
     rows = spark.sql(
         f"""SELECT database, `table`, commit_ts, table_schema FROM {SILVER_DDL_EVENTS}
             WHERE source = :source AND `table` IS NOT NULL ORDER BY commit_ts""",
@@ -578,16 +578,72 @@ def schema_history(spark, source: str):
     history: dict = {}
     for r in rows:
         history.setdefault((r["database"], r["table"]), []).append(
-            (r["commit_ts"], enum_columns(json.loads(r["table_schema"]) if r["table_schema"] else None))
+            (r["commit_ts"], _enum_columns(json.loads(r["table_schema"]) if r["table_schema"] else None))
         )
     return history
 
 
+def _enum_columns(table_schema: dict | None) -> dict[str, tuple[str, list[str]]]:
+    if not table_schema:
+        return {}
+    return {
+        c["name"]: (c["type"], c["elements"])
+        for c in table_schema["columns"]
+        if c["type"] in ("enum", "set") and c.get("elements") is not None
+    }
+
+
 def _label_enums(spark, source: str, rows):
     """Rows flagged enum_index get labels from the schema in force at their commit ts, when known."""
-    from spark_jobs.silver.enum_labels import label_batch
-
     history = schema_history(spark, source)
     if not any(defs for versions in history.values() for _, defs in versions):
         return rows
-    return rows.mapInArrow(lambda batches: (label_batch(batch, history) for batch in batches), rows.schema)
+    return labelled_rows(spark, rows, history)
+
+
+# One map image relabelled: `d` maps an ENUM/SET column to its kind and labels (an ENUM by 1-based index, 0 the
+# empty string; a SET by bitmask); values that are not plain digits, and columns `d` does not name, stay as sent.
+_LABELLED = """transform_values({image}, (k, v) -> CASE
+    WHEN d.definitions[k] IS NULL OR v IS NULL OR NOT v RLIKE '^[0-9]+$' THEN v
+    WHEN d.definitions[k].kind = 'enum' THEN
+        CASE WHEN CAST(v AS INT) = 0 THEN '' ELSE coalesce(element_at(d.definitions[k].labels, CAST(v AS INT)), v) END
+    ELSE array_join(filter(d.definitions[k].labels, (x, i) -> shiftright(CAST(v AS BIGINT), i) & 1 = 1), ',')
+    END)"""
+
+
+def labelled_rows(spark, rows, history):
+    """`rows` with ENUM/SET indexes labelled, in the JVM: the flagged rows meet the definitions in force at their
+    commit ts (`history` from schema_history; the newest at or before it, or the newest of all for a row without
+    one) through a broadcast join; a row whose definitions are known loses its enum_index flag."""
+    from pyspark.sql import functions as F
+
+    versions = []
+    for (database, table), entries in history.items():
+        for i, (since, definitions) in enumerate(entries):
+            until = entries[i + 1][0] if i + 1 < len(entries) else None
+            versions.append((database, table, since, until, definitions))
+    definitions = spark.createDataFrame(
+        versions,
+        "database STRING, `table` STRING, since BIGINT, until BIGINT, "
+        "definitions MAP<STRING, STRUCT<kind: STRING, labels: ARRAY<STRING>>>",
+    ).where("size(definitions) > 0")
+    flagged = F.array_contains(F.coalesce("flags", F.array().cast("array<string>")), "enum_index")
+    r, d = rows.where(flagged).alias("r"), F.broadcast(definitions).alias("d")
+    in_force = (
+        (F.col("r.database") == F.col("d.database"))
+        & (F.col("r.table") == F.col("d.table"))
+        & (F.col("r.commit_ts").isNull() | (F.col("r.commit_ts") >= F.col("d.since")))
+        & (F.col("d.until").isNull() | ((F.col("r.commit_ts") < F.col("d.until")) & F.col("r.commit_ts").isNotNull()))
+    )
+    known = F.col("d.definitions").isNotNull()
+    relabelled = r.join(d, in_force, "left").select(
+        *[
+            F.when(known, F.expr(_LABELLED.format(image=f"r.{name}"))).otherwise(F.col(f"r.{name}")).alias(name)
+            if name in ("before", "after")
+            else F.when(known, F.array_remove("r.flags", "enum_index")).otherwise(F.col("r.flags")).alias(name)
+            if name == "flags"
+            else F.col(f"r.{name}")
+            for name in rows.columns
+        ]
+    )
+    return rows.where(~flagged).unionByName(relabelled)
