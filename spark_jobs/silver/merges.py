@@ -69,34 +69,60 @@ class DdlEventRow:
     understood: bool
 
 
+# what makes a row change the same change: a redelivered copy has all of these equal
+CHANGE_IDENTITY = ("database", "table", "row_key", "commit_ts", "op")
+
+
 def merge_row_changes(spark, source: str, decoded, silver_seq: int, since: int | None = None) -> None:
     """Row changes once each; the first copy (in Kafka order) of a redelivered change is kept. Each new row
     carries the run's `silver_seq`, which is how gold finds what silver gained since its last run.
 
-    `since`, the lowest commit ts among the batch's rows, bounds what the MERGE reads of silver: a copy of a
-    batch row has the same commit ts (it is part of the change's identity), so no copy is older, and files
-    whose commit ts all lie below it are skipped by their column statistics. A redelivery older than the rest of
-    the batch only lowers the bound (the run reads more of silver), it is never missed. A row without a commit
-    ts is compared with the stored rows without one.
+    A batch without copies (the usual run) is appended as it is: only the identity columns are compared, within
+    the batch and with silver; a batch with copies goes through a window that keeps the first and a MERGE.
+
+    `since`, the lowest commit ts among the batch's rows, bounds what is read of silver: a copy of a batch row
+    has the same commit ts (it is part of the change's identity), so no copy is older, and files whose commit ts
+    all lie below it are skipped by their column statistics. A redelivery older than the rest of the batch only
+    lowers the bound (the run reads more of silver), it is never missed. A row without a commit ts is compared
+    with the stored rows without one.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
-    rows = _label_enums(spark, source, decoded.where("kind = 'row'")).withColumn("silver_seq", F.lit(silver_seq))
-    first = Window.partitionBy("database", "table", "row_key", "commit_ts", "op").orderBy(
-        "topic", "partition", "offset", "event_index"
-    )
+    batch = decoded.where("kind = 'row'")
+    rows = _label_enums(spark, source, batch).withColumn("silver_seq", F.lit(silver_seq))
+    if not _has_copies(spark, source, batch, since):
+        rows.select(*ROW_CHANGE_COLUMNS).writeTo(SILVER_ROW_CHANGES).append()
+        return
+    first = Window.partitionBy(*CHANGE_IDENTITY).orderBy("topic", "partition", "offset", "event_index")
     rows = rows.withColumn("_n", F.row_number().over(first)).where("_n = 1").select(*ROW_CHANGE_COLUMNS)
     bound = "" if since is None else "AND (t.commit_ts >= :since OR t.commit_ts IS NULL)"
-    with temp_view(rows, "silver_batch_rows") as batch:
+    with temp_view(rows, "silver_batch_rows") as view:
         spark.sql(
             f"""
-            MERGE INTO {SILVER_ROW_CHANGES} t USING {batch} s
+            MERGE INTO {SILVER_ROW_CHANGES} t USING {view} s
             ON t.source = :source {bound} AND t.source = s.source AND t.database = s.database
                AND t.`table` = s.`table` AND t.row_key <=> s.row_key AND t.commit_ts <=> s.commit_ts AND t.op = s.op
             WHEN NOT MATCHED THEN INSERT *""",
             args={"source": source} if since is None else {"source": source, "since": since},
         )
+
+
+def _has_copies(spark, source: str, batch, since: int | None) -> bool:
+    """Whether a change of the batch is in it twice, or in silver already (a redelivery, or a run done again
+    after a kill). Silver runs of a source take turns (runtime.lock), so nothing writes between this and the
+    append."""
+    from pyspark.sql import functions as F
+
+    identity = batch.select(*CHANGE_IDENTITY)
+    if not identity.groupBy(*CHANGE_IDENTITY).count().where("count > 1").isEmpty():
+        return True
+    stored = spark.table(SILVER_ROW_CHANGES).where(F.col("source") == source)
+    if since is not None:
+        stored = stored.where((F.col("commit_ts") >= since) | F.col("commit_ts").isNull())
+    b, t = identity.alias("b"), stored.select(*CHANGE_IDENTITY).alias("t")
+    same = [F.col(f"b.{c}").eqNullSafe(F.col(f"t.{c}")) for c in CHANGE_IDENTITY]
+    return not b.join(t, same, "left_semi").isEmpty()
 
 
 def merge_watermarks(spark, decoded) -> None:
