@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint format bench-decode bench-land bench-silver bench-gold lock venv check-java check-browser clean cluster-up cluster-demo cluster-down
+.PHONY: demo test test-fast lint format bench bench-decode bench-land bench-silver bench-gold lock venv check-java check-browser clean cluster-up cluster-demo cluster-down
 
 venv: $(STAMP)
 
@@ -61,6 +61,10 @@ lint: venv
 format: venv
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# every benchmark and one table of their ratios; QUICK=1 for smaller sizes, README=1 to write it into README.md
+bench: venv check-java
+	$(BIN)/python bench/all.py $(if $(QUICK),--quick) $(if $(README),--readme)
 
 bench-decode: venv
 	$(BIN)/python bench/decode.py

@@ -38,6 +38,7 @@ if str(ROOT) not in sys.path:
 import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
+from bench.harness import summary_row, write_summary  # noqa: E402
 from spark_jobs.codecs import (  # noqa: E402
     PROTOCOLS,
     decoder_class,
@@ -243,6 +244,7 @@ def profile_line(fn: Callable[[], int]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000, help="row changes per protocol (default 20,000)")
+    parser.add_argument("--json", help="write the summary rows for `make bench` here")
     args = parser.parse_args(argv)
     events = orders_stream(args.messages)
     results, profiles = [], []
@@ -285,6 +287,21 @@ def main(argv: list[str] | None = None) -> None:
     print("profile (cumulative share of one decode pass):")
     for protocol, line in profiles:
         print(f"  {protocol:<12} {line}")
+    goals = {"canal-json": ">= 0.5", "open": ">= 0.5", "simple-json": ">= 0.5"}
+    write_summary(
+        args.json,
+        [
+            summary_row(
+                "decode",
+                protocol,
+                f"{rate:,.0f} msg/s",
+                f"{'fastavro' if 'avro' in protocol else 'orjson.loads'} {floor_rate:,.0f} msg/s",
+                ratio,
+                goals.get(protocol),
+            )
+            for protocol, _, _, floor_rate, rate, _, ratio in results
+        ],
+    )
 
 
 if __name__ == "__main__":

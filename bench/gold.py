@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import fresh_lake, run_child  # noqa: E402
+from bench.harness import fresh_lake, run_child, summary_row, write_summary  # noqa: E402
 
 BENCH_DIR = ROOT / ".local" / "bench" / "gold"
 SOURCE = "bench"
@@ -323,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000000,10000000", help="rows in the table, comma-separated")
     parser.add_argument("--delta", type=int, default=10_000, help="changes per incremental run (default 10,000)")
     parser.add_argument("--runs", type=int, default=2, help="incremental runs per size (default 2)")
+    parser.add_argument("--json", help="write the summary rows for `make bench` here")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size, print a JSON line
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -339,7 +340,39 @@ def main(argv: list[str] | None = None) -> int:
         (results if r is not None else failed).append(r if r is not None else size)
     if results:
         report(results)
+        write_summary(args.json, summary(results))
     return 1 if failed else 0
+
+
+def summary(results: list[dict]) -> list[dict]:
+    """`make bench`'s lines: each size's incremental run against its rebuild, and the largest against the smallest."""
+    rows = []
+    for r in results:
+        best = min(r["incremental"], key=lambda s: s["seconds"])["seconds"]
+        rows.append(
+            summary_row(
+                "gold",
+                f"{r['delta']:,} changes into {r['size']:,} rows",
+                f"incremental {best:.1f} s",
+                f"rebuild {r['rebuild']['seconds']:.1f} s",
+                r["rebuild"]["seconds"] / best,
+            )
+        )
+    if len(results) >= 2:
+        small, large = results[0], results[-1]
+        small_s = min(s["seconds"] for s in small["incremental"])
+        large_s = min(s["seconds"] for s in large["incremental"])
+        rows.append(
+            summary_row(
+                "gold",
+                f"incremental into {large['size']:,} rows / into {small['size']:,}",
+                f"{large_s:.1f} s",
+                f"{small_s:.1f} s",
+                large_s / small_s,
+                "<= 1.5",
+            )
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -40,3 +40,17 @@ def run_child(cmd: list[str], result_prefix: str, case: str) -> dict | None:
     if found is None:
         print(f"{case}: the run failed (exit code {code}); see the log above", file=sys.stderr)
     return found
+
+
+def summary_row(
+    benchmark: str, case: str, figure: str, floor: str, ratio: float | None, goal: str | None = None
+) -> dict:
+    """One line of `make bench`'s table: what was measured, against which floor, the ratio and its goal
+    (">= 0.5", "<= 1.3"; None: reported, no goal)."""
+    return {"benchmark": benchmark, "case": case, "figure": figure, "floor": floor, "ratio": ratio, "goal": goal}
+
+
+def write_summary(path: str | None, rows: list[dict]) -> None:
+    """The summary rows as JSON for `make bench` (bench/all.py); nothing when no path was given."""
+    if path:
+        Path(path).write_text(json.dumps(rows, indent=1))

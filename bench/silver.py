@@ -61,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import fresh_lake, run_child  # noqa: E402
+from bench.harness import fresh_lake, run_child, summary_row, write_summary  # noqa: E402
 from spark_jobs.codecs import PROTOCOLS, needs_partition_order  # noqa: E402
 from spark_jobs.devkit.registry import running_registry  # noqa: E402
 from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark  # noqa: E402
@@ -902,6 +902,47 @@ def report(results: list[dict]) -> None:
         )
 
 
+def summary(results: list[dict]) -> list[dict]:
+    """`make bench`'s lines: build_silver against parse-only (and from_json, and itself into a larger silver)."""
+    rows = []
+    for r in results:
+        e = r["events"]
+        silver, case = e / r["silver_s"], f"{r['protocol']}, {r['messages']:,} messages"
+        rows.append(
+            summary_row(
+                "silver",
+                case,
+                f"{silver:,.0f} events/s",
+                f"parse-only {e / r['parse_s']:,.0f}/s",
+                r["parse_s"] / r["silver_s"],
+                ">= 0.6",
+            )
+        )
+        if r.get("from_json_s"):
+            rows.append(
+                summary_row(
+                    "silver",
+                    case,
+                    f"{silver:,.0f} events/s",
+                    f"from_json {e / r['from_json_s']:,.0f}/s",
+                    r["from_json_s"] / r["silver_s"],
+                    ">= 1.5",
+                )
+            )
+        if r.get("existing_rows"):
+            rows.append(
+                summary_row(
+                    "silver",
+                    f"the same run into {r['existing_rows']:,} more rows",
+                    f"{r['silver_into_existing_s']:.1f} s",
+                    f"into the smaller silver {r['silver_s']:.1f} s",
+                    r["silver_into_existing_s"] / r["silver_s"],
+                    "<= 1.3",
+                )
+            )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -916,6 +957,7 @@ def main(argv: list[str] | None = None) -> int:
         default=10_000_000,
         help="Canal-JSON's run is repeated into a silver holding this many more rows (default 10,000,000; 0: not)",
     )
+    parser.add_argument("--json", help="write the summary rows for `make bench` here")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one protocol, print a JSON line
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -938,6 +980,7 @@ def main(argv: list[str] | None = None) -> int:
         (results if r is not None else failed).append(r if r is not None else protocol)
     if results:
         report(results)
+        write_summary(args.json, summary(results))
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

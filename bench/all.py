@@ -1,0 +1,147 @@
+"""Every benchmark in one command, and one table of all their ratios with the floor each is measured against.
+
+    python bench/all.py [--quick] [--readme] [--only decode,land,silver,gold,end_to_end]
+
+Runs bench/decode.py, bench/land.py, bench/silver.py, bench/gold.py and bench/end_to_end.py one after the other
+(each prints its own report as it goes), each with `--json` to hand back its summary lines, then prints one
+table: benchmark, case, the figure measured, the floor measured beside it in the same run, the ratio and its
+goal. `--quick` runs every benchmark at sizes that fit in about half an hour on two cores (the issue's sizes
+take hours here); the table says which sizes ran. `--readme` also writes the table, with the date and the
+machine it was taken on, into README.md between the `bench:start` and `bench:end` markers. Nothing is
+asserted: a ratio below its goal is reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+# benchmark -> (script, arguments at the issue's sizes, arguments with --quick)
+BENCHMARKS = {
+    "decode": ("decode.py", [], []),
+    "land": ("land.py", ["--sizes", "400000"], ["--sizes", "100000"]),
+    "silver": ("silver.py", [], ["--messages", "200000", "--existing-rows", "2000000"]),
+    "gold": ("gold.py", [], ["--sizes", "200000,2000000"]),
+    "end_to_end": ("end_to_end.py", [], ["--changes", "100000"]),
+}
+
+
+def run(name: str, quick: bool) -> tuple[list[dict], list[str], float]:
+    """Run one benchmark; its summary lines, the arguments it ran with and its seconds."""
+    script, full, small = BENCHMARKS[name]
+    arguments = small if quick else full
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / f"{name}.json"
+        started = time.monotonic()
+        code = subprocess.call([sys.executable, str(ROOT / "bench" / script), *arguments, "--json", str(out)], cwd=ROOT)
+        seconds = time.monotonic() - started
+        rows = json.loads(out.read_text()) if out.exists() else []
+    if code or not rows:
+        print(f"{name}: exit code {code}; no summary", file=sys.stderr)
+    return rows, arguments, seconds
+
+
+def verdict(ratio: float | None, goal: str | None) -> str:
+    if goal is None or ratio is None:
+        return ""
+    sign, threshold = goal.split()
+    met = ratio >= float(threshold) if sign == ">=" else ratio <= float(threshold)
+    return "met" if met else "not met"
+
+
+def table(rows: list[dict]) -> list[str]:
+    """The combined table as Markdown (it reads as plain text in a terminal too)."""
+    lines = [
+        "| benchmark | case | measured | floor (same run) | ratio | goal | |",
+        "|---|---|---|---|---:|---|---|",
+    ]
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
+        lines.append(
+            f"| {r['benchmark']} | {r['case']} | {r['figure']} | {r['floor']} | {ratio} | {r['goal'] or ''} "
+            f"| {verdict(r['ratio'], r['goal'])} |"
+        )
+    return lines
+
+
+def machine() -> str:
+    """CPU model, cores and memory, as the table's caption says where it was taken."""
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if "model name" in line
+        ),
+        platform.processor() or platform.machine(),
+    )
+    memory_kb = next(
+        (
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        ),
+        0,
+    )
+    return f"{model}, {os.cpu_count()} cores, {memory_kb / 1024 / 1024:.0f} GB, Python {platform.python_version()}"
+
+
+def write_readme(lines: list[str], caption: str) -> None:
+    text = README.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"README.md has no {START} ... {END} markers to write the table between")
+    before, rest = text.split(START, 1)
+    _, after = rest.split(END, 1)
+    README.write_text(before + START + "\n" + caption + "\n\n" + "\n".join(lines) + "\n" + END + after)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (about half an hour on two cores)")
+    parser.add_argument("--readme", action="store_true", help="write the table into README.md")
+    parser.add_argument(
+        "--only", default=",".join(BENCHMARKS), help=f"comma-separated (default {','.join(BENCHMARKS)})"
+    )
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark {unknown[0]!r}; allowed: {', '.join(BENCHMARKS)}")
+    rows, ran, failed = [], [], []
+    for name in names:
+        print(f"== {name} ==", flush=True)
+        summary, arguments, seconds = run(name, args.quick)
+        rows += summary
+        ran.append(f"`{BENCHMARKS[name][0]} {' '.join(arguments)}`".replace(" `", "`") + f" ({seconds / 60:.0f} min)")
+        if not summary:
+            failed.append(name)
+    lines = table(rows)
+    caption = (
+        f"Taken on {dt.date.today().isoformat()} with `make bench{' QUICK=1' if args.quick else ''}` on "
+        f"{machine()}; runs: {', '.join(ran)}. Each ratio is against a floor measured in the same run."
+    )
+    print()
+    print(caption)
+    print()
+    print("\n".join(lines))
+    if args.readme:
+        write_readme(lines, caption)
+        print(f"\nwritten into {README.relative_to(ROOT)}")
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
