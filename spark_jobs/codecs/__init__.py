@@ -1,8 +1,8 @@
 """Protocol codecs: TiCDC Kafka messages in, canonical change events out.
 
 One module per protocol; none of them knows Spark. Use `make_decoder(protocol, options)` and call
-`decoder.decode(key, value, headers)` on each message of one partition, in order: decoders keep the
-state a protocol needs across messages (Simple's schema cache, Avro's registry cache).
+`decoder.decode(key, value, headers)` on each message; where `needs_partition_order(protocol)`, on the
+messages of one partition in offset order (Simple's decoders learn schemas from earlier messages).
 """
 
 from __future__ import annotations
