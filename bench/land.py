@@ -20,10 +20,18 @@ partition of 60,000 1 KB records was read at about a third of the rate of one of
 both the floor and landing slow down with the topic size; the ratio cancels that out, the absolute
 rates do not compare across sizes. Producing runs at about 3,000-6,000 messages/s.
 
+Then a run's fixed cost, on the same lakehouse: the run that finds nothing new ends the loop above;
+then `--tiny` times one record per partition is produced and landed (the median of those runs is "fixed s",
+with its phases: setup, plan, read_write, commit, bookkeeping, and the Spark jobs it started); its floor is a
+plain consumer that asks for the same metadata and watermarks and reads the same records. Then
+`--history` empty commits carrying landing summaries of another source are added to bronze in one
+transaction and the tiny runs are repeated: a run's cost must not grow with bronze's snapshots (nor, across
+sizes, with its rows).
+
 At the end the bronze row count (and the count of distinct partition/offset pairs) of the source
-must equal N: this is the only check, and a mismatch makes the script exit non-zero. Nothing else is
-asserted; absolute numbers depend on the machine, which is why the floor is measured alongside.
-The last line says whether the peak memory grew with the topic size (the cap should bound it).
+must equal what was produced: this is the only check, and a mismatch makes the script exit non-zero.
+Nothing else is asserted; absolute numbers depend on the machine, which is why the floors are measured
+alongside. The last line says whether the peak memory grew with the topic size (the cap should bound it).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import json
 import logging
 import os
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -45,7 +54,7 @@ if str(ROOT) not in sys.path:
 
 import orjson  # noqa: E402
 
-from bench.harness import fresh_lake, run_child  # noqa: E402
+from bench.harness import fresh_lake, run_child, summary_row, write_summary  # noqa: E402
 from spark_jobs.devkit.broker import EmbeddedBroker, produce  # noqa: E402
 from spark_jobs.devkit.simulator.model import Message  # noqa: E402
 
@@ -56,7 +65,8 @@ PARTITIONS = 4
 PRODUCE_CHUNK = 50_000  # one producer per chunk: librdkafka's queue holds 100,000 messages by default
 SAMPLE_SECONDS = 0.5
 RESULT_PREFIX = "BENCH-LAND-RESULT "
-GROWTH_THRESHOLD = 0.25  # a larger peak by more than this share counts as "grew"
+GROWTH_THRESHOLD = 0.20  # a larger peak by more than this share counts as "grew"
+PHASES = ("setup", "plan", "read_write", "commit", "bookkeeping")
 MB = 1024 * 1024
 
 log = logging.getLogger("bench.land")
@@ -238,6 +248,28 @@ def floor_consume(bootstrap: str) -> dict:
     return {"records": count, "bytes": size, "seconds": seconds, "high": sum(high.values())}
 
 
+def floor_tiny(bootstrap: str, offsets: dict[int, int]) -> float:
+    """What any lander pays for a tiny run: a client, the topic's metadata and watermarks, and one record read
+    from each partition at `offsets`."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    started = time.monotonic()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-land-floor", "enable.auto.commit": False})
+    try:
+        partitions = sorted(consumer.list_topics(TOPIC, timeout=30).topics[TOPIC].partitions)
+        for p in partitions:
+            consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)
+        consumer.assign([TopicPartition(TOPIC, p, offsets[p]) for p in partitions])
+        pending = set(partitions)
+        while pending:
+            for m in consumer.consume(len(pending), timeout=1.0):
+                if m.error() is None:
+                    pending.discard(m.partition())
+    finally:
+        consumer.close()
+    return time.monotonic() - started
+
+
 # ---- memory sampling ---------------------------------------------------------------------------------
 
 
@@ -369,14 +401,92 @@ def bench_config(bootstrap: str, lake_dir: Path, cap: int):
     return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-land.yaml")
 
 
-def one_size(n: int, cap: int, value_bytes: int) -> dict:
+def timed_run(spark, config) -> tuple[float, int, dict[str, float], int]:
+    """One landing run: its wall time (bookkeeping included), records, phases and Spark jobs started."""
+    from spark_jobs.bronze.land import land_bronze
+
+    tracker = spark.sparkContext.statusTracker()
+    jobs = len(tracker.getJobIdsForGroup(None))
+    started = time.monotonic()
+    r = land_bronze(spark, config, SOURCE)
+    return time.monotonic() - started, r.records, dict(r.phases), len(tracker.getJobIdsForGroup(None)) - jobs
+
+
+def add_history(spark, commits: int) -> int:
+    """`commits` empty snapshots carrying a landing summary of another source, in one transaction; returns how
+    many snapshots bronze then has."""
+    from spark_jobs.bronze.land import SUMMARY_BATCH, SUMMARY_OFFSETS, SUMMARY_SOURCE, iceberg_table
+    from spark_jobs.runtime.tables import BRONZE_MESSAGES
+
+    table = iceberg_table(spark, BRONZE_MESSAGES)
+    transaction = table.newTransaction()
+    for i in range(commits):
+        offsets = json.dumps({"history": {str(p): i + 1 for p in range(PARTITIONS)}})
+        append = transaction.newFastAppend()
+        for key, value in {SUMMARY_SOURCE: "history", SUMMARY_BATCH: f"h{i}", SUMMARY_OFFSETS: offsets}.items():
+            append.set(key, value)
+        append.commit()
+    transaction.commitTransaction()
+    return snapshot_count(spark)
+
+
+def snapshot_count(spark) -> int:
+    from spark_jobs.bronze.land import iceberg_table
+    from spark_jobs.runtime.tables import BRONZE_MESSAGES
+
+    return sum(1 for _ in iceberg_table(spark, BRONZE_MESSAGES).snapshots())
+
+
+def fixed_cost(spark, config, bootstrap: str, produced: int, tiny: int, history: int = 0) -> dict:
+    """A run's fixed cost: the median of `tiny` runs landing one record per partition, with its phases and
+    Spark jobs, and the floor (`floor_tiny`) for the same records; first `history` commits are added."""
+    snapshots = add_history(spark, history) if history else snapshot_count(spark)
+    walls, floors, jobs, phases = [], [], [], {phase: [] for phase in PHASES}
+    for i in range(tiny):
+        first = produced + i * PARTITIONS
+        produce(bootstrap, messages(PARTITIONS, 64, first=first))
+        floors.append(floor_tiny(bootstrap, {p: first // PARTITIONS for p in range(PARTITIONS)}))
+        wall, records, run_phases, run_jobs = timed_run(spark, config)
+        if records != PARTITIONS:
+            log.warning("a tiny run landed %d records, expected %d", records, PARTITIONS)
+        walls.append(wall)
+        jobs.append(run_jobs)
+        for phase in PHASES:
+            phases[phase].append(run_phases.get(phase, 0.0))
+    empty_wall, _, _, _ = timed_run(spark, config)
+    result = {
+        "snapshots": snapshots,
+        "tiny_s": statistics.median(walls),
+        "tiny_max_s": max(walls),
+        "floor_s": statistics.median(floors),
+        "empty_s": empty_wall,
+        "jobs": statistics.median(jobs),
+        "phases": {phase: statistics.median(v) for phase, v in phases.items()},
+    }
+    log.info(
+        "fixed cost with %d bronze snapshots: %.2fs per tiny run (median of %d, max %.2f; floor %.2fs), "
+        "%.2fs for a run that lands nothing, %g Spark jobs per run; %s",
+        snapshots,
+        result["tiny_s"],
+        tiny,
+        result["tiny_max_s"],
+        result["floor_s"],
+        empty_wall,
+        result["jobs"],
+        " ".join(f"{phase} {seconds:.2f}" for phase, seconds in result["phases"].items()),
+    )
+    return result
+
+
+def one_size(n: int, cap: int, value_bytes: int, tiny: int, history: int) -> dict:
     from spark_jobs.bronze.land import land_bronze
     from spark_jobs.runtime.spark_session import get_spark
     from spark_jobs.runtime.tables import BRONZE_MESSAGES
 
+    produced = n + 2 * tiny * PARTITIONS
     lake_dir = BENCH_DIR / f"lake-{n}"
     fresh_lake(lake_dir)
-    result: dict = {"size": n, "cap": cap, "value_bytes": value_bytes}
+    result: dict = {"size": n, "cap": cap, "value_bytes": value_bytes, "tiny": tiny, "history": history}
     with EmbeddedBroker(BENCH_DIR / "broker") as broker:
         broker.create_topics([TOPIC], partitions=PARTITIONS)
         log.info("size %s: producing to %s[0..%d] on %s", f"{n:,}", TOPIC, PARTITIONS - 1, broker.bootstrap)
@@ -411,12 +521,14 @@ def one_size(n: int, cap: int, value_bytes: int) -> dict:
         result["spark_start_s"] = time.monotonic() - started
         try:
             sampler = MemorySampler()
-            runs, landed, landed_bytes = [], 0, 0
+            runs, landed, landed_bytes, bulk_phases = [], 0, 0, {}
             with sampler:
                 started = time.monotonic()
                 while True:
                     r = land_bronze(spark, config, SOURCE)
                     runs.append((r.records, r.seconds))
+                    for phase, seconds in r.phases.items():
+                        bulk_phases[phase] = bulk_phases.get(phase, 0.0) + seconds
                     landed += r.records
                     landed_bytes += r.bytes
                     log.info(
@@ -431,6 +543,8 @@ def one_size(n: int, cap: int, value_bytes: int) -> dict:
                     if r.records == 0:
                         break
                 landing_s = time.monotonic() - started
+            fixed = fixed_cost(spark, config, broker.bootstrap, n, tiny)
+            fixed_many = fixed_cost(spark, config, broker.bootstrap, n + tiny * PARTITIONS, tiny, history)
             rows, distinct = spark.sql(
                 f"SELECT count(*), count(DISTINCT topic, `partition`, `offset`) FROM {BRONZE_MESSAGES} "
                 "WHERE source = :source",
@@ -445,6 +559,14 @@ def one_size(n: int, cap: int, value_bytes: int) -> dict:
         landing_rate=landed / landing_s,
         # without the first run, which creates the bronze tables and warms the JVM and the Python workers
         later_rate=(sum(r for r, _ in runs[1:]) / sum(s for _, s in runs[1:])) if landed > runs[0][0] else None,
+        later_ratio=(
+            (sum(r for r, _ in runs[1:]) / sum(s for _, s in runs[1:])) / result["floor_rate"]
+            if landed > runs[0][0]
+            else None
+        ),
+        bulk_phases=bulk_phases,
+        fixed=fixed,
+        fixed_many=fixed_many,
         landing_mb_s=landed_bytes / MB / landing_s,
         ratio=(landed / landing_s) / result["floor_rate"],
         driver_peak_mb=sampler.driver_peak / MB,
@@ -455,13 +577,13 @@ def one_size(n: int, cap: int, value_bytes: int) -> dict:
         sampler=sampler.method,
         bronze_rows=rows,
         bronze_distinct=distinct,
-        ok=(rows == n and distinct == n),
+        ok=(rows == produced and distinct == produced),
     )
     log.info(
         "bronze.kafka_messages has %s rows (%s distinct offsets) for %s produced: %s",
         f"{rows:,}",
         f"{distinct:,}",
-        f"{n:,}",
+        f"{produced:,}",
         "ok" if result["ok"] else "MISMATCH",
     )
     log.info(
@@ -491,6 +613,10 @@ def run_size(n: int, args) -> dict | None:
         str(args.cap),
         "--value-bytes",
         str(args.value_bytes),
+        "--tiny",
+        str(args.tiny),
+        "--history",
+        str(args.history),
     ]
     return run_child(cmd, RESULT_PREFIX, f"size {n:,}")
 
@@ -514,6 +640,58 @@ def growth_line(results: list[dict]) -> str:
     )
 
 
+def summary(results: list[dict], cap: int) -> list[dict]:
+    """`make bench`'s lines: landing against the plain consumer, a run's fixed cost (flat in bronze's snapshots),
+    and peak memory of the largest size against the smallest."""
+    rows = []
+    for r in results:
+        case = f"{r['size']:,} x {r['value_bytes']:,} B, cap {cap:,}"
+        rows.append(
+            summary_row(
+                "land",
+                case,
+                f"{r['landing_rate']:,.0f} msg/s",
+                f"consume loop {r['floor_rate']:,.0f} msg/s",
+                r["ratio"],
+                ">= 0.5",
+            )
+        )
+        few, many = r["fixed"], r["fixed_many"]
+        rows.append(
+            summary_row(
+                "land",
+                f"fixed cost of a run, {few['snapshots']:,} snapshots (goal < 2 s)",
+                f"{few['tiny_s']:.2f} s",
+                f"consumer's metadata and reads {few['floor_s']:.2f} s",
+                None,
+            )
+        )
+        rows.append(
+            summary_row(
+                "land",
+                f"fixed cost with {many['snapshots']:,} snapshots / with {few['snapshots']:,}",
+                f"{many['tiny_s']:.2f} s",
+                f"{few['tiny_s']:.2f} s",
+                many["tiny_s"] / few["tiny_s"],
+                "<= 1.3",
+            )
+        )
+    if len(results) >= 2:
+        small, large = min(results, key=lambda r: r["size"]), max(results, key=lambda r: r["size"])
+        for key, name in (("driver_peak_mb", "driver"), ("workers_peak_mb", "Python workers")):
+            rows.append(
+                summary_row(
+                    "land",
+                    f"peak {name} memory, {large['size']:,} / {small['size']:,} messages",
+                    f"{large[key]:,.0f} MB",
+                    f"{small[key]:,.0f} MB",
+                    large[key] / small[key],
+                    "<= 1.2",
+                )
+            )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -524,6 +702,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cap", type=int, default=25_000, help="landing.max_records_per_run (default 25,000)")
     parser.add_argument("--value-bytes", type=int, default=1024, help="bytes per message value (default 1024)")
+    parser.add_argument("--tiny", type=int, default=5, help="tiny runs per fixed-cost measurement (default 5)")
+    parser.add_argument(
+        "--history", type=int, default=200, help="commits added to bronze before the second measurement (default 200)"
+    )
+    parser.add_argument("--json", help="write the summary rows for `make bench` here")
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)  # internal: run one size, print a JSON line
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -532,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `with`/`finally` clean-ups
     if args.one_size is not None:
-        result = one_size(args.one_size, args.cap, args.value_bytes)
+        result = one_size(args.one_size, args.cap, args.value_bytes, args.tiny, args.history)
         print(RESULT_PREFIX + json.dumps(result), flush=True)
         return 0 if result["ok"] else 1
 
@@ -555,16 +738,41 @@ def main(argv: list[str] | None = None) -> int:
     )
     header = (
         f"{'size':>10} {'produce s':>10} {'floor msg/s':>12} {'floor MB/s':>11} {'landing msg/s':>14} {'runs 2+ msg/s':>14} {'runs':>5} "
-        f"{'ratio':>6} {'driver peak MB':>15} {'workers peak MB':>16} {'bronze rows':>12}"
+        f"{'ratio':>6} {'ratio 2+':>9} {'driver peak MB':>15} {'workers peak MB':>16} {'bronze rows':>12}"
     )
     print(header)
     print("-" * len(header))
     for r in results:
         print(
             f"{r['size']:>10,} {r['produce_s']:>10,.0f} {r['floor_rate']:>12,.0f} {r['floor_mb_s']:>11,.1f} "
-            f"{r['landing_rate']:>14,.0f} {'-' if r['later_rate'] is None else format(r['later_rate'], ',.0f'):>14} {r['landing_runs']:>5} {r['ratio']:>6.2f} {r['driver_peak_mb']:>15,.0f} "
+            f"{r['landing_rate']:>14,.0f} {'-' if r['later_rate'] is None else format(r['later_rate'], ',.0f'):>14} {r['landing_runs']:>5} {r['ratio']:>6.2f} "
+            f"{'-' if r['later_ratio'] is None else format(r['later_ratio'], '.2f'):>9} {r['driver_peak_mb']:>15,.0f} "
             f"{r['workers_peak_mb']:>16,.0f} {r['bronze_rows']:>12,}{'' if r['ok'] else '  MISMATCH'}"
         )
+    print()
+    print(
+        f"fixed cost = median wall time of {args.tiny} runs landing one record per partition (bookkeeping included); "
+        "floor = a plain consumer's metadata, watermarks and the same records; empty = a run that finds nothing; "
+        f"then again after {args.history} commits added to bronze"
+    )
+    header = (
+        f"{'size':>10} {'snapshots':>10} {'fixed s':>8} {'floor s':>8} {'empty s':>8} {'jobs':>5}  "
+        + " ".join(f"{phase:>11}" for phase in PHASES)
+        + f"  {'snapshots':>10} {'fixed s':>8} {'empty s':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        few, many = r["fixed"], r["fixed_many"]
+        print(
+            f"{r['size']:>10,} {few['snapshots']:>10,} {few['tiny_s']:>8.2f} {few['floor_s']:>8.2f} {few['empty_s']:>8.2f} "
+            f"{few['jobs']:>5g}  "
+            + " ".join(f"{few['phases'][phase]:>11.2f}" for phase in PHASES)
+            + f"  {many['snapshots']:>10,} {many['tiny_s']:>8.2f} {many['empty_s']:>8.2f}"
+        )
+    for r in results:
+        bulk = ", ".join(f"{phase} {r['bulk_phases'].get(phase, 0.0):.1f}s" for phase in PHASES)
+        print(f"{r['size']:>10,}: all {r['landing_runs']} runs of the landing: {bulk} (landing {r['landing_s']:.1f}s)")
     for n in failed:
         print(f"{n:>10,}  failed: see the log above")
     if results:
@@ -574,6 +782,7 @@ def main(argv: list[str] | None = None) -> int:
             f"sampled every {SAMPLE_SECONDS}s via {results[0]['sampler']}"
         )
         print(growth_line(results))
+        write_summary(args.json, summary(results, args.cap))
     bad = failed or [r["size"] for r in results if not r["ok"]]
     if bad:
         print(

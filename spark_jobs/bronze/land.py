@@ -11,18 +11,28 @@ Why a table property and not the snapshot summary alone: a property lives in eve
 expiring snapshots (even down to one), compaction commits (which carry no summary of ours) and orphan
 file removal cannot lose it, whoever runs them. Each commit still carries the run's summary properties
 (source, batch, offsets, ranges) for the record; `committed_offsets` reads them only for a source landed
-before the property existed.
+before the property existed, or none once bronze says every such offset was adopted into properties.
+
+A run costs the same whatever bronze holds: one Spark job reads the ranges and writes the rows, its tasks
+telling the driver what they read through an accumulator (no cache, no second pass, no shuffle), and everything
+else is Iceberg metadata through the Java API, of the current metadata only (no metadata table is scanned, no
+snapshot history walked).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 import time
 import uuid
-from dataclasses import astuple, dataclass
+import weakref
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import astuple, dataclass, field
 
+from spark_jobs.bronze.kafka_reader import RangeRead
 from spark_jobs.bronze.plan import Gap, LandingPlan, OffsetRange, TopicPartition, plan_landing
 from spark_jobs.config import PipelineConfig, SourceSettings, kafka_client_settings
 from spark_jobs.errors import (
@@ -47,8 +57,12 @@ SUMMARY_BATCH = "ticdc.batch-id"
 SUMMARY_OFFSETS = "ticdc.next-offsets"  # JSON {"topic": {"partition": next offset}}: cumulative
 SUMMARY_RANGES = "ticdc.ranges"  # JSON [[topic, partition, start, end], ...]: this batch
 OFFSETS_PROPERTY_PREFIX = "ticdc.offsets."  # + source: the table property holding its committed next offsets
+# table property: no source's offsets live only in a snapshot summary, so none needs reading
+SUMMARY_OFFSETS_ADOPTED = "ticdc.summary-offsets-adopted"
+PICKED_FROM = "source-snapshot-id"  # Iceberg's summary key for a snapshot whose files another one committed first
 LANDING_BRANCH_PREFIX = "land_"
 FAST_FORWARD_ATTEMPTS = 5
+_BRONZE_ENSURED: weakref.WeakSet = weakref.WeakSet()  # sessions whose bronze tables `_ensure_bronze` ensured
 
 
 @dataclass(frozen=True)
@@ -61,19 +75,34 @@ class LandingResult:
     lag: dict[TopicPartition, int]
     gaps: list[Gap]
     seconds: float
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (`Phases`)
 
 
-@dataclass(frozen=True)
-class PartitionStats:
-    """What a run read of one partition's range."""
+class Phases(dict):
+    """Seconds a run spent per phase: setup (tables), plan (offsets, watermarks), read_write (the one Spark job),
+    commit (branch, fast-forward), bookkeeping (landing_runs, landing_gaps)."""
 
-    records: int
-    bytes: int  # keys and values
-    last_offset: int | None
-    cut_short: bool  # by the byte budget: the partition continues after last_offset
+    @contextmanager
+    def timed(self, phase: str):
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self[phase] = self.get(phase, 0.0) + time.monotonic() - started
 
 
-NOTHING_READ = PartitionStats(0, 0, None, False)
+class RangeReads:
+    """Accumulator parameter: each range's RangeRead, keyed by its partition, from the task that read it."""
+
+    def zero(self, value):
+        return {}
+
+    def addInPlace(self, value1, value2):
+        value1.update(value2)
+        return value1
+
+
+NOTHING_READ = RangeRead(0, 0, None, False)
 
 
 @dataclass(frozen=True)
@@ -99,8 +128,13 @@ LANDING_RUN_SCHEMA = (
 
 
 def main_snapshot(spark, table: str = BRONZE_MESSAGES) -> int | None:
-    rows = spark.sql(f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'").collect()
-    return rows[0][0] if rows else None
+    """Main's head, from the table's current metadata: no Spark job, whatever the table's history."""
+    return _main_head(iceberg_table(spark, table))
+
+
+def _main_head(table) -> int | None:
+    ref = table.refs().get("main")
+    return ref.snapshotId() if ref is not None else None
 
 
 def offsets_property(source: str) -> str:
@@ -109,25 +143,35 @@ def offsets_property(source: str) -> str:
 
 def committed_offsets(spark, source: str) -> dict[TopicPartition, int]:
     """Next offset per partition: the source's offsets table property, committed with its last landing."""
-    doc = iceberg_table(spark, BRONZE_MESSAGES).properties().get(offsets_property(source))
+    return _committed_offsets(spark, iceberg_table(spark, BRONZE_MESSAGES), source)
+
+
+def _committed_offsets(spark, table, source: str) -> dict[TopicPartition, int]:
+    doc = table.properties().get(offsets_property(source))
     if doc is None:
-        doc = summary_offsets(spark).get(source)
+        doc = _summary_offsets(spark, table).get(source)
     return _decode_offsets(doc) if doc else {}
 
 
 def summary_offsets(spark) -> dict[str, str]:
     """Per source, the offsets summary of its newest landing snapshot on main's history: where offsets
     were kept before the table property, and what `adopt_summary_offsets` carries over."""
-    rows = spark.sql(
-        f"""SELECT source, offsets FROM (
-            SELECT s.summary[:source_key] AS source, s.summary[:offsets_key] AS offsets,
-                   row_number() OVER (PARTITION BY s.summary[:source_key]
-                                      ORDER BY h.made_current_at DESC, s.committed_at DESC) AS newest
-            FROM {BRONZE_MESSAGES}.snapshots s JOIN {BRONZE_MESSAGES}.history h ON s.snapshot_id = h.snapshot_id
-            WHERE h.is_current_ancestor AND s.summary[:source_key] IS NOT NULL) WHERE newest = 1""",
-        args={"offsets_key": SUMMARY_OFFSETS, "source_key": SUMMARY_SOURCE},
-    ).collect()
-    return {r["source"]: r["offsets"] for r in rows}
+    return _summary_offsets(spark, iceberg_table(spark, BRONZE_MESSAGES))
+
+
+def _summary_offsets(spark, table) -> dict[str, str]:
+    """Main's ancestors newest first, through the table's metadata, until bronze says they were adopted: a table
+    this code gave its first snapshot never had any, and an adopted one needs no walk through its history."""
+    if table.properties().get(SUMMARY_OFFSETS_ADOPTED) is not None:
+        return {}
+    found: dict[str, str | None] = {}
+    ancestors = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil.currentAncestors(table).iterator()
+    while ancestors.hasNext():
+        summary = ancestors.next().summary()
+        source = summary.get(SUMMARY_SOURCE)
+        if source is not None and source not in found:
+            found[source] = summary.get(SUMMARY_OFFSETS)
+    return {source: doc for source, doc in found.items() if doc is not None}
 
 
 def _decode_offsets(doc: str) -> dict[TopicPartition, int]:
@@ -181,9 +225,13 @@ def broker_watermarks(
         return watermarks, starts
 
 
-def plan_run(spark, source: SourceSettings) -> tuple[LandingPlan, dict[TopicPartition, tuple[int, int]]]:
-    """The run's plan; gaps stop it here (before any table changes) unless the source accepts them."""
-    committed = committed_offsets(spark, source.name)
+def plan_run(
+    spark, source: SourceSettings, committed: dict[TopicPartition, int] | None = None
+) -> tuple[LandingPlan, dict[TopicPartition, tuple[int, int]]]:
+    """The run's plan (from `committed`, else the source's committed offsets); gaps stop it here (before any
+    table changes) unless the source accepts them."""
+    if committed is None:
+        committed = committed_offsets(spark, source.name)
     watermarks, starts = broker_watermarks(source)
     plan = plan_landing(committed, watermarks, starts, source.landing.max_records_per_run)
     if plan.gaps:
@@ -196,34 +244,30 @@ def plan_run(spark, source: SourceSettings) -> tuple[LandingPlan, dict[TopicPart
     return plan, watermarks
 
 
-def read_records(spark, source: SourceSettings, ranges: list[OffsetRange], batch_id: str):
-    """The records of the planned ranges as a DataFrame, read by Spark tasks (one per range)."""
+def read_records(spark, source: SourceSettings, ranges: list[OffsetRange], batch_id: str, reads=None):
+    """The records of the planned ranges as a DataFrame, read by Spark tasks, one per range (a range's index is
+    its task's one row: no shuffle). `reads`, an accumulator of `RangeReads`, gets what each range gave when the
+    rows are written, so that the write is the only pass over them."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-    from spark_jobs.bronze.kafka_reader import RECORD_SCHEMA
+    from spark_jobs.bronze.kafka_reader import MESSAGE_SCHEMA
 
     settings = kafka_client_settings(source)
     budget = max(1, source.landing.max_bytes_per_run // max(1, len(ranges)))
-    range_schema = StructType(
-        [
-            StructField("topic", StringType()),
-            StructField("partition", IntegerType()),
-            StructField("start", LongType()),
-            StructField("end", LongType()),
-        ]
-    )
-    range_df = spark.createDataFrame([(r.topic, r.partition, r.start, r.end) for r in ranges], range_schema)
+    ranges = list(ranges)
 
     def read_ranges(batches):
         from spark_jobs.bronze.kafka_reader import read_range
 
         for batch in batches:
-            for row in batch.to_pylist():
-                yield from read_range(settings, row["topic"], row["partition"], row["start"], row["end"], budget)
+            for index in batch.column("id").to_pylist():
+                r = ranges[index]
+                read = yield from read_range(settings, r.topic, r.partition, r.start, r.end, budget)
+                if reads is not None:
+                    reads.add({(r.topic, r.partition): read})
 
-    records = range_df.repartition(len(ranges)).mapInArrow(read_ranges, from_arrow_schema(RECORD_SCHEMA))
+    records = spark.range(0, len(ranges), 1, len(ranges)).mapInArrow(read_ranges, from_arrow_schema(MESSAGE_SCHEMA))
     return records.select(
         F.lit(source.name).alias("source"),
         "topic",
@@ -235,8 +279,6 @@ def read_records(spark, source: SourceSettings, ranges: list[OffsetRange], batch
         "headers",
         F.lit(batch_id).alias("batch_id"),
         F.current_timestamp().alias("landed_at"),
-        "record_bytes",
-        "stopped_early",
     )
 
 
@@ -244,7 +286,11 @@ def iceberg_table(spark, table: str):
     """One of our tables through Iceberg's Java API, refreshed. Its snapshot and property operations are
     Iceberg SQL extensions that take no parameters (CREATE BRANCH, CALL ...); the API takes names and ids
     as values."""
-    loaded = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    jvm = spark.sparkContext._jvm
+    # the session's SQL conf (its catalogs) is the JVM thread's active session's: a Python thread other than the
+    # one that made the session (maintenance beside landing) has none until it runs SQL
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
     loaded.refresh()
     return loaded
 
@@ -252,32 +298,61 @@ def iceberg_table(spark, table: str):
 def ensure_landing_base(spark) -> int:
     """Main's snapshot, after committing an empty one into a table that has none: every landing run then
     forks a branch (nothing to fork from otherwise), so every commit goes through the same compare-and-set."""
-    snapshot = main_snapshot(spark)
+    return _landing_base(iceberg_table(spark, BRONZE_MESSAGES))
+
+
+def _landing_base(table) -> int:
+    """The same, of a loaded table. The first snapshot's commit also says that no offsets live only in a
+    snapshot summary (a table without snapshots has none), so that no lookup ever walks its history."""
+    snapshot = _main_head(table)
     if snapshot is None:
-        iceberg_table(spark, BRONZE_MESSAGES).newFastAppend().commit()
-        snapshot = main_snapshot(spark)
+        transaction = table.newTransaction()
+        transaction.newFastAppend().commit()
+        transaction.updateProperties().set(SUMMARY_OFFSETS_ADOPTED, "true").commit()
+        transaction.commitTransaction()
+        snapshot = _main_head(table)
     return snapshot
 
 
-def commit_batch(spark, rows, base_snapshot: int, properties: dict[str, str], source: str) -> None:
+def commit_batch(
+    spark,
+    rows,
+    base_snapshot: int,
+    properties: dict[str, str],
+    source: str,
+    settle: Callable[[], dict[str, str]] | None = None,
+    phases: Phases | None = None,
+) -> None:
     """Append `rows` with `properties` in one snapshot and record the source's offsets, only if main is
-    still at `base_snapshot`."""
+    still at `base_snapshot`. Writing the rows reads them: `settle`, called once they are written, gives the
+    summary they turned out to have (a range the byte budget cut short ends before its planned end)."""
     writer_options = {f"snapshot-property.{k}": v for k, v in properties.items()}
     branch = LANDING_BRANCH_PREFIX + properties[SUMMARY_BATCH]
     with BRONZE_COMMITS:
-        _commit_through_branch(spark, rows, base_snapshot, properties, source, branch, writer_options)
+        _commit_through_branch(
+            spark, rows, base_snapshot, properties, source, branch, writer_options, settle, phases or Phases()
+        )
 
 
-def _commit_through_branch(spark, rows, base_snapshot, properties, source, branch, writer_options) -> None:
+def _commit_through_branch(
+    spark, rows, base_snapshot, properties, source, branch, writer_options, settle, phases
+) -> None:
     """The rows on a branch forked from `base_snapshot`, then main fast-forwarded to it (refused if main moved)."""
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import IllegalArgumentException
 
+    published = False
     try:
-        iceberg_table(spark, BRONZE_MESSAGES).manageSnapshots().createBranch(branch, base_snapshot).commit()
-        rows.writeTo(f"{BRONZE_MESSAGES}.{quote_ident('branch_' + branch)}").options(**writer_options).append()
-        offsets = {offsets_property(source): properties[SUMMARY_OFFSETS]}
-        publish_branch(spark, branch, base_snapshot, offsets, source, wrote=True)
+        with phases.timed("commit"):
+            iceberg_table(spark, BRONZE_MESSAGES).manageSnapshots().createBranch(branch, base_snapshot).commit()
+        with phases.timed("read_write"), named_transient_faults(source):
+            rows.writeTo(f"{BRONZE_MESSAGES}.{quote_ident('branch_' + branch)}").options(**writer_options).append()
+        with phases.timed("commit"):
+            landed = settle() if settle is not None else properties
+            offsets = {offsets_property(source): landed[SUMMARY_OFFSETS]}
+            restated = landed if landed != properties else None
+            publish_branch(spark, branch, base_snapshot, offsets, source, wrote=True, summary=restated)
+            published = True
     except (Py4JJavaError, IllegalArgumentException) as exc:
         # Maintenance may compact and expire the base snapshot between the plan and the commit; Iceberg then
         # refuses the branch or its fast-forward. Main having moved is what says so: the run plans again.
@@ -288,7 +363,9 @@ def _commit_through_branch(spark, rows, base_snapshot, properties, source, branc
             f"bronze moved since snapshot {base_snapshot} ({reason}); source {source}'s batch not published"
         ) from None
     finally:
-        drop_branch(spark, branch)
+        if not published:
+            with phases.timed("commit"):
+                drop_branch(spark, branch)
 
 
 def drop_branch(spark, branch: str) -> bool:
@@ -310,14 +387,24 @@ def drop_branch(spark, branch: str) -> bool:
 
 
 def publish_branch(
-    spark, branch: str, base_snapshot: int, properties: dict[str, str], source: str, *, wrote: bool
+    spark,
+    branch: str,
+    base_snapshot: int,
+    properties: dict[str, str],
+    source: str,
+    *,
+    wrote: bool,
+    summary: dict[str, str] | None = None,
 ) -> None:
-    """In one metadata commit, move main to the branch's head and set `properties`.
+    """In one metadata commit, move main to the branch's head, drop the branch and set `properties`.
 
     ConcurrentLandingError if main moved on since `base_snapshot` (the fast-forward is then impossible), or
     if the branch is not what this run made of it: its head must be the run's one snapshot on top of
     `base_snapshot` (`wrote`), or `base_snapshot` itself. A branch dropped by maintenance and re-created by
     the run's own write would fork from a newer main, whose offsets this run did not plan from.
+
+    `summary`: the run's snapshot is first made again with these summary properties and the same files (its
+    summary was written before its rows were read, and they ended elsewhere than planned).
     """
     from pyspark.errors import IllegalArgumentException
 
@@ -331,7 +418,9 @@ def publish_branch(
         )
     try:
         transaction = table.newTransaction()
-        transaction.manageSnapshots().fastForwardBranch("main", branch).commit()
+        if summary is not None:
+            _restate(transaction, table, head, branch, base_snapshot, summary)
+        transaction.manageSnapshots().fastForwardBranch("main", branch).removeBranch(branch).commit()
         updates = transaction.updateProperties()
         for key, value in properties.items():
             updates.set(key, value)
@@ -347,28 +436,51 @@ def publish_branch(
         ) from None
 
 
+def _restate(transaction, table, head, branch: str, base_snapshot: int, summary: dict[str, str]) -> None:
+    """Within `transaction`, replace the branch's one snapshot by one with the same data files and `summary`. It
+    names the snapshot it replaces as Iceberg's cherry-pick does, so that expiring that one never deletes the
+    files this one commits."""
+    files = head.addedDataFiles(table.io()).iterator()
+    transaction.manageSnapshots().replaceBranch(branch, base_snapshot).commit()
+    append = transaction.newFastAppend().toBranch(branch)
+    while files.hasNext():
+        append.appendFile(files.next())
+    for key, value in {**summary, PICKED_FROM: str(head.snapshotId())}.items():
+        append.set(key, value)
+    append.commit()
+
+
 def adopt_summary_offsets(spark) -> list[str]:
     """Copy the offsets of sources landed before the offsets property existed from their newest snapshot
-    summary into the property, so that expiring that snapshot loses nothing. Guarded like a landing
-    commit (a branch at main, published only if main did not move); returns the sources adopted."""
-    current = iceberg_table(spark, BRONZE_MESSAGES).properties()
+    summary into the property, so that expiring that snapshot loses nothing, and say so in a property (no
+    lookup reads a summary after that). Guarded like a landing commit (a branch at main, published only if
+    main did not move); returns the sources adopted."""
+    table = iceberg_table(spark, BRONZE_MESSAGES)
+    current = table.properties()
+    if current.get(SUMMARY_OFFSETS_ADOPTED) is not None:
+        return []
     missing = {
         offsets_property(source): doc
-        for source, doc in summary_offsets(spark).items()
+        for source, doc in _summary_offsets(spark, table).items()
         if current.get(offsets_property(source)) is None
     }
-    if not missing:
+    base = _main_head(table)
+    if base is None:
         return []
-    base = main_snapshot(spark)
     branch = f"{LANDING_BRANCH_PREFIX}adopt_{uuid.uuid4().hex}"
-    iceberg_table(spark, BRONZE_MESSAGES).manageSnapshots().createBranch(branch, base).commit()
+    table.manageSnapshots().createBranch(branch, base).commit()
+    published = False
     try:
-        publish_branch(spark, branch, base, missing, "(adopting offsets)", wrote=False)
+        publish_branch(
+            spark, branch, base, {**missing, SUMMARY_OFFSETS_ADOPTED: "true"}, "(adopting offsets)", wrote=False
+        )
+        published = True
     except ConcurrentLandingError:
         log.info("bronze moved while adopting snapshot offsets; the next maintenance adopts them")
         return []
     finally:
-        drop_branch(spark, branch)
+        if not published:
+            drop_branch(spark, branch)
     return sorted(key.removeprefix(OFFSETS_PROPERTY_PREFIX) for key in missing)
 
 
@@ -380,13 +492,18 @@ def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResul
     """
     source = config.source(source_name)
     started = time.monotonic()
-    ensure_tables(spark, "bronze")
+    phases = Phases()
+    with phases.timed("setup"):
+        _ensure_bronze(spark)
     for attempt in range(1, FAST_FORWARD_ATTEMPTS + 1):
-        base = ensure_landing_base(spark)
-        committed_before = committed_offsets(spark, source.name)
-        plan, watermarks = plan_run(spark, source)
+        with phases.timed("plan"):
+            table = iceberg_table(spark, BRONZE_MESSAGES)
+            base = _landing_base(table)
+            committed_before = _committed_offsets(spark, table, source.name)
+            plan, watermarks = plan_run(spark, source, committed_before)
         if plan.gaps:
-            _record_gaps(spark, source.name, plan.gaps)
+            with phases.timed("bookkeeping"):
+                _record_gaps(spark, source.name, plan.gaps)
         if not plan.ranges:
             lag = {tp: high - plan.next_offsets.get(tp, high) for tp, (_, high) in watermarks.items()}
             log.info("source %s: nothing new to land (%d partitions)", source.name, len(watermarks))
@@ -399,75 +516,76 @@ def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResul
                 lag=lag,
                 gaps=plan.gaps,
                 seconds=time.monotonic() - started,
+                phases=phases,
             )
         batch_id = uuid.uuid4().hex
-        rows = read_records(spark, source, plan.ranges, batch_id).cache()
+        reads = spark.sparkContext.accumulator({}, RangeReads())
+        rows = read_records(spark, source, plan.ranges, batch_id, reads)
+        planned = _summary(source.name, batch_id, plan, plan.next_offsets)
         try:
-            with named_transient_faults(source.name):  # a broker that stopped answering while tasks read
-                stats = _partition_stats(rows)
-            next_offsets = _next_offsets(plan, stats)
-            properties = {
-                SUMMARY_SOURCE: source.name,
-                SUMMARY_BATCH: batch_id,
-                SUMMARY_OFFSETS: _encode_offsets(next_offsets),
-                SUMMARY_RANGES: json.dumps(
-                    [[r.topic, r.partition, r.start, next_offsets[(r.topic, r.partition)]] for r in plan.ranges]
-                ),
-            }
-            try:
-                commit_batch(spark, rows.drop("record_bytes", "stopped_early"), base, properties, source.name)
-            except ConcurrentLandingError:
-                if committed_offsets(spark, source.name) != committed_before or attempt == FAST_FORWARD_ATTEMPTS:
-                    raise
-                log.info(
-                    "source %s: another source committed to bronze meanwhile; retrying (attempt %d)",
-                    source.name,
-                    attempt + 1,
-                )
-                continue
-        finally:
-            rows.unpersist()
+            settle = functools.partial(_landed_summary, source.name, batch_id, plan, reads)
+            commit_batch(spark, rows, base, planned, source.name, settle, phases)
+        except ConcurrentLandingError:
+            if committed_offsets(spark, source.name) != committed_before or attempt == FAST_FORWARD_ATTEMPTS:
+                raise
+            log.info(
+                "source %s: another source committed to bronze meanwhile; retrying (attempt %d)",
+                source.name,
+                attempt + 1,
+            )
+            continue
+        read = reads.value
+        next_offsets = _next_offsets(plan, read)
         lag = {tp: high - next_offsets.get(tp, high) for tp, (_, high) in watermarks.items()}
-        per_partition = {tp: s.records for tp, s in stats.items()}
+        per_partition = {tp: r.records for tp, r in read.items()}
         result = LandingResult(
             source=source.name,
             batch_id=batch_id,
             records=sum(per_partition.values()),
-            bytes=sum(s.bytes for s in stats.values()),
+            bytes=sum(r.bytes for r in read.values()),
             per_partition=per_partition,
             lag=lag,
             gaps=plan.gaps,
             seconds=time.monotonic() - started,
+            phases=phases,
         )
-        _record_run(spark, result, plan, next_offsets, stats)
+        with phases.timed("bookkeeping"):
+            _record_run(spark, result, plan, next_offsets, read)
         return result
     raise AssertionError("unreachable")
 
 
-def _partition_stats(rows) -> dict[TopicPartition, PartitionStats]:
-    from pyspark.sql import functions as F
+def _ensure_bronze(spark) -> None:
+    """The bronze tables, created or brought up to date once per session rather than on every run (that costs a
+    metastore round trip and a schema check per table); nothing drops them."""
+    if spark not in _BRONZE_ENSURED:
+        ensure_tables(spark, "bronze")
+        _BRONZE_ENSURED.add(spark)
 
-    stats = (
-        rows.groupBy("topic", "partition")
-        .agg(
-            F.count("*").alias("n"),
-            F.sum("record_bytes").alias("bytes"),
-            F.max("offset").alias("last"),
-            F.max(F.col("stopped_early").cast("int")).alias("cut"),
-        )
-        .collect()
-    )
+
+def _summary(source: str, batch_id: str, plan: LandingPlan, next_offsets: dict[TopicPartition, int]) -> dict[str, str]:
+    """The snapshot summary properties of a run that ends at `next_offsets`."""
     return {
-        (r["topic"], r["partition"]): PartitionStats(r["n"], r["bytes"] or 0, r["last"], bool(r["cut"])) for r in stats
+        SUMMARY_SOURCE: source,
+        SUMMARY_BATCH: batch_id,
+        SUMMARY_OFFSETS: _encode_offsets(next_offsets),
+        SUMMARY_RANGES: json.dumps(
+            [[r.topic, r.partition, r.start, next_offsets[(r.topic, r.partition)]] for r in plan.ranges]
+        ),
     }
 
 
-def _next_offsets(plan: LandingPlan, stats: dict[TopicPartition, PartitionStats]) -> dict[TopicPartition, int]:
+def _landed_summary(source: str, batch_id: str, plan: LandingPlan, reads) -> dict[str, str]:
+    """The summary of a run once its tasks read the ranges (`reads`: the accumulator they added to)."""
+    return _summary(source, batch_id, plan, _next_offsets(plan, reads.value))
+
+
+def _next_offsets(plan: LandingPlan, reads: dict[TopicPartition, RangeRead]) -> dict[TopicPartition, int]:
     """Where each partition stands after this batch: the planned end, or after the last record read
     when the byte budget cut the range short. A range with more records than offsets is a bug."""
     next_offsets = dict(plan.next_offsets)
     for r in plan.ranges:
-        read = stats.get((r.topic, r.partition), NOTHING_READ)
+        read = reads.get((r.topic, r.partition), NOTHING_READ)
         if read.records > r.count:
             raise LandingInvariantError(
                 f"{r.topic}[{r.partition}]: read {read.records} records for {r.count} offsets {r.start}..{r.end - 1}"
@@ -495,7 +613,7 @@ def _record_run(
     result: LandingResult,
     plan: LandingPlan,
     next_offsets: dict[TopicPartition, int],
-    stats: dict[TopicPartition, PartitionStats],
+    reads: dict[TopicPartition, RangeRead],
 ) -> None:
     """Per partition counts, bytes and lag of the run, in the logs and in bronze.landing_runs."""
     from pyspark.sql import functions as F
@@ -524,7 +642,7 @@ def _record_run(
                 start_offset=r.start,
                 next_offset=next_offsets[tp],
                 records=n,
-                bytes=stats.get(tp, NOTHING_READ).bytes,
+                bytes=reads.get(tp, NOTHING_READ).bytes,
                 lag=result.lag.get(tp, 0),
                 seconds=result.seconds,
             )

@@ -205,21 +205,27 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
         .cache()
     )
     with named_transient_faults(source.name):  # decoding runs here, before anything is written
+        # one pass: counts per kind, and each table's row shapes (merge_ddl_events infers schemas from them)
         tally = (
-            decoded.groupBy("kind")
+            decoded.groupBy(
+                "kind", "database", "table", F.when(F.col("kind") == "row", merges.row_shape()).alias("shape")
+            )
             .agg(
                 F.count("*").alias("events"),
                 F.count_if(F.col("event_index") == 0).alias("messages"),  # every message has one event 0
-                F.min("commit_ts").alias("lowest_commit_ts"),
+                *merges.row_shapes(),
             )
             .collect()
         )
-    counts = {r["kind"]: r["events"] for r in tally}
+    counts: dict[str, int] = {}
+    for r in tally:
+        counts[r["kind"]] = counts.get(r["kind"], 0) + r["events"]
     counts["messages"] = sum(r["messages"] for r in tally)
     counts["decoded"] = counts["messages"] - counts.get("quarantine", 0) - counts.get("waiting", 0)
-    lowest = next((r["lowest_commit_ts"] for r in tally if r["kind"] == "row"), None)
+    rows = [r for r in tally if r["kind"] == "row"]
+    lowest = min((r["commit_ts"] for r in rows if r["commit_ts"] is not None), default=None)
 
-    counts["ddl"] = counts.get("ddl", 0) + merges.merge_ddl_events(spark, source.name, protocol, decoded)
+    counts["ddl"] = counts.get("ddl", 0) + merges.merge_ddl_events(spark, source.name, protocol, decoded, rows)
     if counts.get("row"):
         merges.merge_row_changes(spark, source.name, decoded, silver_seq, lowest)
     if counts.get("watermark"):

@@ -233,7 +233,7 @@ def expire_pending(spark, source: SourceSettings) -> int:
     return count
 
 
-def merge_ddl_events(spark, source: str, protocol: str, decoded) -> int:
+def merge_ddl_events(spark, source: str, protocol: str, decoded, shapes: list | None = None) -> int:
     """Every DDL once, in commit order, with the schema after it from the one DDL interpreter (spark_jobs.ddl).
 
     Tables the stream shows without a DDL get an inferred schema event just before their first row: a table
@@ -244,10 +244,9 @@ def merge_ddl_events(spark, source: str, protocol: str, decoded) -> int:
     replayed quarantine) can change what the later events mean: a table first seen in late rows may be one a
     later DROP DATABASE dropped, or the one a later RENAME moved. Then the source's whole DDL history is
     replayed again in commit order from its recorded inputs plus the new ones, and replaces the old one in
-    one commit (DDL events are few). Returns how many inferred events were added.
+    one commit (DDL events are few). Returns how many inferred events were added. `shapes`, when the caller
+    has them already (`row_shapes`), saves a pass over `decoded`.
     """
-    from pyspark.sql import functions as F
-
     statements = (
         decoded.where("kind IN ('ddl', 'bootstrap')")
         .select(
@@ -266,18 +265,14 @@ def merge_ddl_events(spark, source: str, protocol: str, decoded) -> int:
         )
         .collect()
     )
-    shapes = (
-        decoded.where("kind = 'row' AND NOT array_contains(flags, 'handle_key_only')")
-        .groupBy("database", "table", F.col("column_types").cast("string").alias("shape"))
-        .agg(
-            F.min("commit_ts").alias("commit_ts"),
-            # as entries: a map comes back to Python through a Java HashMap, which loses the column order
-            F.first(F.map_entries("column_types")).alias("column_types"),
-            F.first("key_columns").alias("key_columns"),
-            F.min(F.struct("topic", "partition", "offset")).alias("at"),
+    if shapes is None:
+        shapes = (
+            decoded.where("kind = 'row'")
+            .groupBy("database", "table", row_shape().alias("shape"))
+            .agg(*row_shapes())
+            .collect()
         )
-        .collect()
-    )
+    shapes = [r for r in shapes if r["shape"] is not None]
     if not statements and not shapes:
         return 0
     recorded = _recorded_ddl_events(spark, source)
@@ -291,6 +286,26 @@ def merge_ddl_events(spark, source: str, protocol: str, decoded) -> int:
         for r in shapes
     ]
     return _apply_steps(spark, source, protocol, steps, recorded)
+
+
+def row_shape():
+    """The column types of a row as text (null for a row that holds only its key): a table's distinct shapes."""
+    from pyspark.sql import functions as F
+
+    return F.when(~F.array_contains("flags", "handle_key_only"), F.col("column_types").cast("string"))
+
+
+def row_shapes() -> list:
+    """Per (database, table, shape): where it first shows, as merge_ddl_events reads it."""
+    from pyspark.sql import functions as F
+
+    return [
+        F.min("commit_ts").alias("commit_ts"),
+        # as entries: a map comes back to Python through a Java HashMap, which loses the column order
+        F.first(F.map_entries("column_types")).alias("column_types"),
+        F.first("key_columns").alias("key_columns"),
+        F.min(F.struct("topic", "partition", "offset")).alias("at"),
+    ]
 
 
 def merge_snapshot_schemas(spark, source: str, protocol: str, snapshot_ts: int, statements: list[dict]) -> None:

@@ -6,7 +6,16 @@ from __future__ import annotations
 import pytest
 
 from spark_jobs.bronze import land as landing
-from spark_jobs.bronze.land import commit_batch, land_bronze, main_snapshot
+from spark_jobs.bronze.land import (
+    SUMMARY_OFFSETS_ADOPTED,
+    adopt_summary_offsets,
+    commit_batch,
+    committed_offsets,
+    iceberg_table,
+    land_bronze,
+    main_snapshot,
+    offsets_property,
+)
 from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.simulator.model import Message
 from spark_jobs.errors import ConcurrentLandingError, LandingGapError
@@ -32,6 +41,18 @@ def bronze_records(spark, source):
             [(h["key"], bytes(h["value"]) if h["value"] is not None else None) for h in r["headers"]],
         )
     return out
+
+
+def landing_summaries(spark, source):
+    """The summaries of the snapshots on main's history that `source` landed, newest first."""
+    table = iceberg_table(spark, BRONZE_MESSAGES)
+    ancestors = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil.currentAncestors(table).iterator()
+    found = []
+    while ancestors.hasNext():
+        summary = dict(ancestors.next().summary())
+        if summary.get(landing.SUMMARY_SOURCE) == source:
+            found.append(summary)
+    return found
 
 
 def expected_records(messages):
@@ -103,6 +124,45 @@ def test_record_and_byte_caps_bound_a_run_and_the_next_run_continues(spark, brok
         counts.append(n)
     assert counts == [4, 4, 2]  # 350 bytes admit 4 records of 100 (the budget is crossed by the 4th)
     assert bronze_records(spark, "lc") == expected_records(messages + more)
+
+    # one snapshot per run, whose summary says where the run ended, also when the byte budget cut it short
+    summaries = landing_summaries(spark, "lc")
+    assert len(summaries) == 6
+    assert summaries[0][landing.SUMMARY_OFFSETS] == '{"lc":{"0":20,"1":10}}'
+    assert [landing.json.loads(s[landing.SUMMARY_RANGES]) for s in summaries[:3]] == [
+        [["lc", 0, 18, 20]],
+        [["lc", 0, 14, 18]],
+        [["lc", 0, 10, 14]],
+    ]
+    # a cut run's snapshot was made again with its real end; expiring the one it replaced keeps the files
+    replaced = [int(s[landing.PICKED_FROM]) for s in summaries if landing.PICKED_FROM in s]
+    assert len(replaced) == 2
+    expire = iceberg_table(spark, BRONZE_MESSAGES).expireSnapshots()
+    for snapshot_id in replaced:
+        expire = expire.expireSnapshotId(snapshot_id)
+    expire.commit()
+    assert bronze_records(spark, "lc") == expected_records(messages + more)
+
+
+def test_offsets_kept_only_in_a_snapshot_summary_are_found_and_adopted(spark, broker, source_config):
+    """A source landed before the offsets property existed, in a bronze not yet adopted: the newest summary
+    holds its offsets until maintenance copies them into the property and says so."""
+    broker.create_topics(["la"], partitions=1)
+    produce(broker.bootstrap, [Message("la", 0, None, b"a%d" % i) for i in range(4)])
+    config = source_config("la")
+    assert land_bronze(spark, config, "la").records == 4
+    iceberg_table(spark, BRONZE_MESSAGES).updateProperties().remove(offsets_property("la")).remove(
+        SUMMARY_OFFSETS_ADOPTED
+    ).commit()
+    assert committed_offsets(spark, "la") == {("la", 0): 4}
+    assert "la" in adopt_summary_offsets(spark)
+    properties = iceberg_table(spark, BRONZE_MESSAGES).properties()
+    assert properties.get(offsets_property("la")) == '{"la":{"0":4}}'
+    assert properties.get(SUMMARY_OFFSETS_ADOPTED) == "true"
+    assert adopt_summary_offsets(spark) == []
+    produce(broker.bootstrap, [Message("la", 0, None, b"b%d" % i) for i in range(2)])
+    assert land_bronze(spark, config, "la").records == 2
+    assert committed_offsets(spark, "la") == {("la", 0): 6}
 
 
 def test_offsets_going_backwards_fail_or_are_accepted_and_recorded(spark, broker, source_config):
