@@ -30,12 +30,6 @@ CHECK_CREDENTIALS = "kafka.sasl_username_env / sasl_password_env (or sasl_connec
 _CONNECT_FAILED = re.compile(r"Connect to \S+ failed: (.+?)(?: \(after |$)")
 _SUPPRESSED = re.compile(r"(\d+) identical error\(s\) suppressed")
 
-# A range is read once, start to end: few large fetches rather than many of librdkafka's default 1 MB. Each fetch
-# costs a broker a seek to its offset, which grows with the partition's length on some brokers (Tansu: a range
-# of 6,250 1 KB records in the middle of a 50,000-record partition reads twice as fast with these). The source's
-# own Kafka settings win.
-RANGE_FETCH = {"max.partition.fetch.bytes": 16 * 1024 * 1024, "fetch.max.bytes": 64 * 1024 * 1024}
-
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 MESSAGE_SCHEMA = pa.schema(  # a Kafka record as bronze keeps it and silver's decoder reads it
     [
@@ -166,7 +160,6 @@ def read_range(
     watch = BrokerWatch(settings.get("bootstrap.servers", "?"))
     consumer = Consumer(
         {
-            **RANGE_FETCH,
             **settings,
             "group.id": "ticdc-lake-landing",
             "enable.auto.commit": False,
