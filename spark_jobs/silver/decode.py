@@ -59,12 +59,12 @@ class Primer:
     value: bytes | None
 
 
-def row_key(key_columns: list[str], before: dict | None, after: dict | None) -> bytes | None:
-    """The JSON array of the handle-key values (UTF-8 bytes, which Arrow takes for a string column)."""
+def row_key(key_columns: list[str], before: dict | None, after: dict | None) -> str | None:
+    """The JSON array of the handle-key values (text: the snapshot loader hands it to Spark as a string)."""
     image = after if after is not None else before
     if image is None or not key_columns:
         return None
-    return orjson.dumps([image.get(k) for k in key_columns])
+    return orjson.dumps([image.get(k) for k in key_columns]).decode()
 
 
 def decode_batches(
