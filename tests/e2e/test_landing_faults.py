@@ -1,6 +1,7 @@
-"""Exactly once under faults: landing runs killed with SIGKILL at random moments lose nothing and
-duplicate nothing. Each run is a real `ticdc-lake land` process (its own Spark JVM) on a
-lakehouse directory of its own, so a killed JVM never shares the metastore with this test's."""
+"""Exactly once under faults: landing runs killed with SIGKILL at random moments of their landing (a seeded delay
+after the Spark session is ready, so they die planning, reading, writing or committing) lose nothing and duplicate
+nothing. Each run is a real `ticdc-lake land` process (its own Spark JVM) on a lakehouse directory of its own, so a
+killed JVM never shares the metastore with this test's; its stderr is kept beside the lakehouse."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import base64
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,32 +17,22 @@ import pytest
 
 from spark_jobs.devkit.broker import produce
 from spark_jobs.devkit.simulator.model import Message
-from tests.e2e.kill import own_runtime
+from tests.e2e.kill import own_runtime, run, stderr_shows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 ITERATIONS = int(os.environ.get("TICDC_KILL_LOOP_ITERATIONS", "20"))
 TOPIC, PARTITIONS = "kill_loop", 3
+LANDING_WINDOW_SECONDS = 15.0  # about how long a capped landing run takes in .ci/run once its Spark session is ready
 BIN = Path(sys.executable).parent
 
 
-def land(config: Path, kill_after: float | None) -> str:
-    """One landing process; killed (with its JVM) after `kill_after` seconds if still running."""
-    process = subprocess.Popen(
-        [str(BIN / "ticdc-lake"), "land", "--source", "kl", "--config", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
+def land(config: Path, log: Path, kill_after: float | None) -> str:
+    """One landing process, killed (with its JVM) `kill_after` seconds after its Spark session is ready if still
+    running."""
+    return run(
+        ["land", "--source", "kl", "--config", str(config)], log, stderr_shows(log, "spark session ready"), kill_after
     )
-    try:
-        _, err = process.communicate(timeout=kill_after if kill_after is not None else 600)
-        if process.returncode != 0:
-            raise AssertionError(f"landing failed (exit {process.returncode}): {err.decode()[-2000:]}")
-        return "finished"
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        return "killed"
 
 
 def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, source_config, config_file, tmp_path):
@@ -60,7 +50,7 @@ def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, source_c
     broker.create_topics([TOPIC], partitions=PARTITIONS)
     produced: list[Message] = []
     outcomes = []
-    for _i in range(ITERATIONS):
+    for i in range(ITERATIONS):
         batch = [
             Message(
                 TOPIC,
@@ -72,8 +62,8 @@ def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, source_c
         ]
         produce(broker.bootstrap, batch)
         produced += batch
-        outcomes.append(land(config, kill_after=rng.uniform(3.0, 30.0)))
-    assert land(drain, kill_after=None) == "finished"
+        outcomes.append(land(config, tmp_path / f"land-{i}.log", kill_after=rng.uniform(0.0, LANDING_WINDOW_SECONDS)))
+    assert land(drain, tmp_path / "drain.log", kill_after=None) == "finished"
     assert outcomes.count("killed") >= ITERATIONS // 3, f"too few runs were killed to mean anything: {outcomes}"
 
     dump = subprocess.run(
