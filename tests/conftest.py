@@ -31,6 +31,10 @@ os.environ.update(
         "TICDC_LAKE_CONFIG": str(TEST_HOME / "pipeline.yaml"),
     }
 )
+# Every Spark JVM the suite starts (its own, each `ticdc-lake` process of the kill loops, Airflow's tasks) runs
+# small data for seconds to minutes, where C2's compilations cost more CPU than they save: C1 alone takes nearly
+# half off a short run's JVM CPU on two cores (docs/environment.md). Only the JIT differs; what runs is the same.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 TEST_CONFIG = """
 runtime:
