@@ -50,7 +50,8 @@ def dbt_profile_env(runtime) -> dict[str, str]:
 def run_dbt(args: list[str], config, source_name: str, extra_vars: dict | None = None) -> None:
     """One dbt command in-process: in the open SparkSession (target `embedded`) or through the Spark Thrift
     Server (`cluster`); a failure raises DbtError naming the failing models or tests. dbt's compiled files and
-    logs go under `<local_dir>/dbt`, not the checkout."""
+    logs go under `<local_dir>/dbt`, not the checkout. Vars other than the last command's make dbt parse the
+    whole project again (seconds): what one command needs goes in `extra_vars` only when it must be a var."""
     from dbt.cli.main import dbtRunner
 
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "False")
@@ -157,18 +158,15 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
     ts, how = (consistent[0][0], consistent[0][1]) if consistent else (None, None)
     namespace = names.gold_namespace(source_name)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
-    run_dbt(
-        ["run-operation", "drop_stale_gold_tables"],
-        config,
-        source_name,
-        {"gold_namespace": namespace, "keep": [a for m in tables for a in (m.alias, m.history_alias)]},
-    )
+    keep = [a for m in tables for a in (m.alias, m.history_alias)]
+    drop_args = json.dumps({"gold_namespace": namespace, "keep": keep})
+    run_dbt(["run-operation", "drop_stale_gold_tables", "--args", drop_args], config, source_name)
     if not tables or ts is None:
         log.info("source %s: no gold tables to publish yet (consistent ts %s)", source_name, ts)
         return GoldResult(source_name, ts, how, {}, [], time.monotonic() - started)
     selector = gold_models.model_selector(source_name)
     rebuilt = sorted(alias for m in tables for alias in scope.aliases(m))
-    run_dbt(["run", "--select", selector], config, source_name, {"rebuild_tables": rebuilt})
+    run_dbt(["run", "--select", selector], config, source_name, {"rebuild_tables": rebuilt} if rebuilt else None)
     if test:
         run_dbt(["test", "--select", selector], config, source_name)
     counts = {m.relation: spark.table(m.relation).count() for m in tables}
