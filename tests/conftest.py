@@ -34,7 +34,9 @@ os.environ.update(
 # Every Spark JVM the suite starts (its own, each `ticdc-lake` process of the kill loops, Airflow's tasks) runs
 # small data for seconds to minutes, where C2's compilations cost more CPU than they save: C1 alone takes nearly
 # half off a short run's JVM CPU on two cores (docs/environment.md). Only the JIT differs; what runs is the same.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+# C1 alone would also shrink the code cache to 48 MB, which a long run's generated code fills ("Out of space in
+# CodeCache"): it keeps the default's 240 MB.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
 
 TEST_CONFIG = """
 runtime:
