@@ -159,7 +159,7 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
     namespace = names.gold_namespace(source_name)
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
     keep = [a for m in tables for a in (m.alias, m.history_alias)]
-    drop_args = json.dumps({"gold_namespace": namespace, "keep": keep})
+    drop_args = json.dumps({"namespace": namespace, "keep": keep})
     run_dbt(["run-operation", "drop_stale_gold_tables", "--args", drop_args], config, source_name)
     if not tables or ts is None:
         log.info("source %s: no gold tables to publish yet (consistent ts %s)", source_name, ts)
