@@ -1,7 +1,8 @@
 # Two commands do all the set-up on a fresh machine (Python 3.11 and Java 17):
 #   make demo   the embedded demo: broker on loopback, change stream, ingest DAG, gold tables
 #   make test   the whole test suite
-# Both create .venv from requirements.lock when it is missing or stale.
+# Both create .venv from requirements.lock when it is missing or stale, with the product (this directory) and the
+# development kit (devkit/: the demo, the embedded broker, the simulator, the loopback cluster) installed editable.
 
 PYTHON ?= python3
 VENV := .venv
@@ -12,12 +13,12 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock pyproject.toml devkit/pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 	$(BIN)/uv pip sync --python $(BIN)/python --quiet requirements.lock
-	$(BIN)/uv pip install --python $(BIN)/python --quiet --no-deps -e .
+	$(BIN)/uv pip install --python $(BIN)/python --quiet --no-deps -e . -e devkit
 	@touch $@
 
 check-java:
@@ -34,7 +35,7 @@ check-browser:
 		|| { echo "Chromium is required for the browser tests: run 'apt-get install -y chromium' as root"; exit 1; }
 
 demo: venv check-java
-	$(BIN)/ticdc-lake demo
+	$(BIN)/ticdc-kit demo
 
 # The kill loops (marker `long`: every run a process with its own JVM on a lakehouse of its own) run as a pytest
 # session of their own beside the rest of the suite, which spends much of its time waiting on one JVM; that keeps
@@ -82,14 +83,14 @@ bench-gold: venv check-java
 CLUSTER_CONFIG := .local/cluster/cluster.yaml
 
 cluster-up: venv check-java
-	$(BIN)/ticdc-lake cluster up
+	$(BIN)/ticdc-kit cluster up
 
 cluster-demo: venv check-java
-	@$(BIN)/ticdc-lake cluster status >/dev/null || $(BIN)/ticdc-lake cluster up
-	$(BIN)/ticdc-lake demo --config $(CLUSTER_CONFIG)
+	@$(BIN)/ticdc-kit cluster status >/dev/null || $(BIN)/ticdc-kit cluster up
+	$(BIN)/ticdc-kit demo --config $(CLUSTER_CONFIG)
 
 cluster-down: venv
-	$(BIN)/ticdc-lake cluster down
+	$(BIN)/ticdc-kit cluster down
 
 # Recompile the lock file after changing requirements.in.
 lock: venv

@@ -45,10 +45,10 @@ from spark_jobs.codecs import (  # noqa: E402
     make_decoder,
 )
 from spark_jobs.codecs.simple import message_schema  # noqa: E402
-from spark_jobs.devkit.registry import running_registry  # noqa: E402
-from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, Message, RowChange, Table, Watermark  # noqa: E402
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream  # noqa: E402
-from spark_jobs.devkit.simulator.workload import create_table_sql  # noqa: E402
+from ticdc_devkit.registry import running_registry  # noqa: E402
+from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, Message, RowChange, Table, Watermark  # noqa: E402
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream  # noqa: E402
+from ticdc_devkit.simulator.workload import create_table_sql  # noqa: E402
 
 REPEATS = 3
 BASE_MS = 1_763_800_000_000

@@ -58,8 +58,8 @@ if str(ROOT) not in sys.path:
 from bench.harness import fresh_lake, run_child, summary_row, write_summary  # noqa: E402
 from bench.land import TOPIC, floor_consume  # noqa: E402
 from bench.silver import CHUNK_ROWS, PARTITIONS, OrdersStream, _cache_parse_type, parse_only_function, timed  # noqa: E402
-from spark_jobs.devkit.broker import EmbeddedBroker, produce  # noqa: E402
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream, make_encoder  # noqa: E402
+from ticdc_devkit.broker import EmbeddedBroker, produce  # noqa: E402
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream, make_encoder  # noqa: E402
 
 BENCH_DIR = ROOT / ".local" / "bench" / "end_to_end"
 SOURCE = "bench_e2e"

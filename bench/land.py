@@ -55,8 +55,8 @@ if str(ROOT) not in sys.path:
 import orjson  # noqa: E402
 
 from bench.harness import fresh_lake, run_child, summary_row, write_summary  # noqa: E402
-from spark_jobs.devkit.broker import EmbeddedBroker, produce  # noqa: E402
-from spark_jobs.devkit.simulator.model import Message  # noqa: E402
+from ticdc_devkit.broker import EmbeddedBroker, produce  # noqa: E402
+from ticdc_devkit.simulator.model import Message  # noqa: E402
 
 BENCH_DIR = ROOT / ".local" / "bench" / "land"
 TOPIC = "bench_land"
@@ -415,7 +415,8 @@ def timed_run(spark, config) -> tuple[float, int, dict[str, float], int]:
 def add_history(spark, commits: int) -> int:
     """`commits` empty snapshots carrying a landing summary of another source, in one transaction; returns how
     many snapshots bronze then has."""
-    from spark_jobs.bronze.land import SUMMARY_BATCH, SUMMARY_OFFSETS, SUMMARY_SOURCE, iceberg_table
+    from spark_jobs.bronze.land import SUMMARY_BATCH, SUMMARY_OFFSETS, SUMMARY_SOURCE
+    from spark_jobs.runtime.iceberg import iceberg_table
     from spark_jobs.runtime.tables import BRONZE_MESSAGES
 
     table = iceberg_table(spark, BRONZE_MESSAGES)
@@ -431,7 +432,7 @@ def add_history(spark, commits: int) -> int:
 
 
 def snapshot_count(spark) -> int:
-    from spark_jobs.bronze.land import iceberg_table
+    from spark_jobs.runtime.iceberg import iceberg_table
     from spark_jobs.runtime.tables import BRONZE_MESSAGES
 
     return sum(1 for _ in iceberg_table(spark, BRONZE_MESSAGES).snapshots())

@@ -63,9 +63,9 @@ if str(ROOT) not in sys.path:
 
 from bench.harness import fresh_lake, run_child, summary_row, write_summary  # noqa: E402
 from spark_jobs.codecs import PROTOCOLS, needs_partition_order  # noqa: E402
-from spark_jobs.devkit.registry import running_registry  # noqa: E402
-from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark  # noqa: E402
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS  # noqa: E402
+from ticdc_devkit.registry import running_registry  # noqa: E402
+from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark  # noqa: E402
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS  # noqa: E402
 
 BENCH_DIR = ROOT / ".local" / "bench" / "silver"
 SOURCE = "bench"
@@ -193,7 +193,7 @@ def _cache_parse_type() -> None:
     the encoding time; Spark's Python workers (which decode) are separate processes and unaffected."""
     import functools
 
-    from spark_jobs.codecs import values
+    from spark_jobs.canonical import values
 
     original = values.parse_type
     cached = functools.lru_cache(maxsize=None)(original)
@@ -210,7 +210,7 @@ def stage_bronze(protocol: str, options: dict, target: int, staging: Path) -> di
     import pyarrow.parquet as pq
 
     from spark_jobs.bronze.kafka_reader import MESSAGE_SCHEMA
-    from spark_jobs.devkit.simulator.stream import encode_stream, make_encoder
+    from ticdc_devkit.simulator.stream import encode_stream, make_encoder
 
     make_encoder(protocol, options)  # imports the encoder's modules before parse_type is cached
     _cache_parse_type()
@@ -617,7 +617,7 @@ def one_protocol(protocol: str, n: int, existing_rows: int) -> dict:
         spark = get_spark(config, app_name=f"bench-silver-{protocol}")
         result["spark_start_s"] = time.monotonic() - started
         try:
-            from spark_jobs.bronze.land import main_snapshot
+            from spark_jobs.runtime.iceberg import main_snapshot
             from spark_jobs.silver.build import build_silver
 
             land_staged(spark, lake_dir / "staging" / "schema", {}, staged["schema_offsets"])
@@ -710,8 +710,8 @@ def measure(spark, config, protocol: str, registry_url: str | None, schema_snaps
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from spark_jobs.bronze.land import main_snapshot
     from spark_jobs.config import decoder_options
+    from spark_jobs.runtime.iceberg import main_snapshot
     from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES, ensure_tables
     from spark_jobs.silver import build, merges
     from spark_jobs.silver.decode import DECODED_SCHEMA, decode_batches

@@ -6,8 +6,17 @@ from datetime import datetime
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from spark_jobs.config import configured_source_names
-from spark_jobs.runtime.freshness import failure_callback
+from spark_jobs import steps
+
+CSV_PARAMS = {
+    field.name: Param(
+        field.default,
+        type="boolean" if isinstance(field.default, bool) else "string",
+        title=field.title,
+        description=field.help + ".",
+    )
+    for field in steps.CSV_FIELDS
+}
 
 
 def backfill_dag(source_name: str):
@@ -17,7 +26,7 @@ def backfill_dag(source_name: str):
         start_date=datetime(2026, 1, 1),
         catchup=False,
         max_active_runs=1,
-        default_args={"retries": 0, "on_failure_callback": failure_callback(source_name)},
+        default_args={"retries": 0, "on_failure_callback": steps.failure_callback(source_name)},
         tags=["ticdc-lakehouse", "backfill", source_name],
         params={
             "from": Param(
@@ -40,30 +49,7 @@ def backfill_dag(source_name: str):
                 description="Load even though gold is published past the export's TSO (the source's gold "
                 "and history are then rebuilt from silver).",
             ),
-            "csv_separator": Param(
-                ",", type="string", title="CSV separator", description="Dumpling's --csv-separator."
-            ),
-            "csv_delimiter": Param(
-                '"', type="string", title="CSV delimiter", description="Dumpling's --csv-delimiter."
-            ),
-            "csv_null_value": Param(
-                "\\N", type="string", title="CSV null value", description="Dumpling's --csv-null-value."
-            ),
-            "csv_line_terminator": Param(
-                "\\r\\n",
-                type="string",
-                title="CSV line terminator",
-                description="Dumpling's --csv-line-terminator (\\r, \\n and \\t as escapes).",
-            ),
-            "csv_header": Param(
-                True, type="boolean", title="CSV header", description="The CSV files start with a header line."
-            ),
-            "escape_backslash": Param(
-                True,
-                type="boolean",
-                title="Escape backslash",
-                description="Values are escaped with backslashes (Dumpling's --escape-backslash, on by default).",
-            ),
+            **CSV_PARAMS,
         },
     )
     def backfill():
@@ -89,43 +75,17 @@ def backfill_dag(source_name: str):
         @task
         def check_request() -> dict:
             """Validate the configuration and the form's values; returns the request."""
-            from spark_jobs.config import load_config
-            from spark_jobs.runtime.rebuild import parse_tables
-
-            params = get_current_context()["params"]
-            load_config().source(source_name)
-            tables = parse_tables(params.get("tables"))
-            return {**params, "tables": sorted(list(pair) for pair in tables) if tables is not None else None}
+            return steps.snapshot_request(source_name, get_current_context()["params"]).xcom()
 
         @task
-        def load_snapshot(request: dict) -> dict:
+        def load_snapshot() -> dict:
             """Load the export into silver under the source's lock; returns rows per table."""
-            from spark_jobs.backfill.dumpling import CsvOptions
-            from spark_jobs.backfill.snapshot import load_snapshot as load
-            from spark_jobs.config import load_config
-            from spark_jobs.runtime.lock import source_lock
-            from spark_jobs.runtime.spark_session import get_spark
+            return steps.load_snapshot(source_name, get_current_context()["params"]).xcom()
 
-            config = load_config()
-            tables = frozenset(tuple(p) for p in request["tables"]) if request["tables"] is not None else None
-            csv = CsvOptions.typed(
-                request["csv_separator"],
-                request["csv_delimiter"],
-                request["csv_null_value"],
-                request["csv_line_terminator"],
-                request["csv_header"],
-                request["escape_backslash"],
-            )
-            with source_lock(config.local_dir, source_name, "backfill: load_snapshot"):
-                result = load(
-                    get_spark(config), config, source_name, request["from"], tables, csv, force=bool(request["force"])
-                )
-            return {"snapshot_ts": result.snapshot_ts, "tables": result.tables, "already_loaded": result.already_loaded}
-
-        load_snapshot(check_request())
+        check_request() >> load_snapshot()
 
     return backfill()
 
 
-for _source in configured_source_names():
+for _source in steps.configured_sources():
     backfill_dag(_source)

@@ -6,8 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from airflow.sdk import BaseSensorOperator, dag, task
 
-from spark_jobs.config import configured_source_names
-from spark_jobs.runtime.freshness import failure_callback
+from spark_jobs import steps
 
 POKE_INTERVAL = timedelta(minutes=10)
 WAIT_AT_MOST = timedelta(days=2)  # a scheduled run starts as its day begins: the day itself, then the lag
@@ -33,24 +32,9 @@ class DayComplete(BaseSensorOperator):
         so a poke every few minutes costs nothing and never holds up the source's ingest runs."""
         from airflow.sdk.bases.sensor import PokeReturnValue
 
-        from spark_jobs.backfill.daily import DayStatus, end_of_day_ts
-        from spark_jobs.config import load_config
-        from spark_jobs.status.snapshot import published_ts
-
-        config = load_config()
-        config.source(self.source_name)
-        day, zone = run_day(context), config.daily.timezone
-        status = DayStatus(day, zone, end_of_day_ts(day, zone), published_ts(config.local_dir, self.source_name))
+        status = steps.day_status(self.source_name, run_day(context))
         self.log.info("%s", status.line(self.source_name))
-        return PokeReturnValue(
-            is_done=status.complete,
-            xcom_value={
-                "day": status.day.isoformat(),
-                "timezone": status.timezone,
-                "as_of_ts": status.as_of_ts,
-                "consistent_ts": status.consistent_ts,
-            },
-        )
+        return PokeReturnValue(is_done=status.complete, xcom_value=status.xcom())
 
 
 def daily_dag(source_name: str):
@@ -65,7 +49,7 @@ def daily_dag(source_name: str):
             "retries": 2,
             "retry_delay": timedelta(minutes=1),
             "retry_exponential_backoff": True,
-            "on_failure_callback": failure_callback(source_name),
+            "on_failure_callback": steps.failure_callback(source_name),
         },
         tags=["ticdc-lakehouse", "daily", source_name],
     )
@@ -112,31 +96,12 @@ def daily_dag(source_name: str):
         @task
         def write_day(status: dict) -> dict:
             """Write the day's partition of every daily table of the source; returns rows per table."""
-            import logging
-
-            from spark_jobs.backfill.daily import summary
-            from spark_jobs.backfill.daily import write_day as write
-            from spark_jobs.config import load_config
-            from spark_jobs.runtime.lock import source_lock
-            from spark_jobs.runtime.spark_session import get_spark
-
-            config = load_config()
-            day = date.fromisoformat(status["day"])
-            with source_lock(config.local_dir, source_name, "daily: write"):
-                result = write(get_spark(config), source_name, day, config.daily.timezone)
-            for line in summary(result, config.daily.timezone):
-                logging.getLogger(__name__).info("%s", line)
-            return {
-                "day": result.day.isoformat(),
-                "as_of_ts": result.as_of_ts,
-                "rows": result.rows,
-                "unchanged": result.unchanged,
-            }
+            return steps.write_day(source_name, date.fromisoformat(status["day"])).xcom()
 
         write_day(wait.output)
 
     return daily()
 
 
-for _name in configured_source_names():
+for _name in steps.configured_sources():
     globals()[f"ticdc_daily__{_name}"] = daily_dag(_name)

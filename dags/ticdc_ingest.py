@@ -6,8 +6,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import Asset, Param, dag, get_current_context, task
 
-from spark_jobs.config import configured_source_names
-from spark_jobs.runtime.freshness import failure_callback
+from spark_jobs import steps
 
 
 def gold_asset(source_name: str) -> Asset:
@@ -27,7 +26,7 @@ def ingest_dag(source_name: str):
             "retry_delay": timedelta(seconds=30),
             "retry_exponential_backoff": True,
             "max_retry_delay": timedelta(minutes=10),
-            "on_failure_callback": failure_callback(source_name),
+            "on_failure_callback": steps.failure_callback(source_name),
         },
         tags=["ticdc-lakehouse", "ingest", source_name],
         params={
@@ -69,142 +68,55 @@ def ingest_dag(source_name: str):
         """
 
         @task
-        def check_config() -> str:
+        def check_config() -> dict:
             """Validate the whole configuration and this source before any table is touched."""
-            from spark_jobs.config import load_config
-
-            config = load_config()
-            source = config.source(source_name)
-            return f"{source.name}: {source.protocol}"
+            return steps.check_config(source=source_name).xcom()
 
         @task
         def land() -> dict:
             """Land new Kafka records into bronze; returns the counts."""
-            from spark_jobs.bronze.land import land_bronze
-            from spark_jobs.config import load_config
-            from spark_jobs.runtime.lock import source_lock
-            from spark_jobs.runtime.spark_session import get_spark
-
-            config = load_config()
-            with source_lock(config.local_dir, source_name, "ingest: land"):
-                result = land_bronze(get_spark(config), config, source_name)
-            return {"records": result.records, "bytes": result.bytes, "batch_id": result.batch_id}
+            return steps.land(source_name).xcom()
 
         @task
         def decode() -> dict:
             """Decode new bronze records into the silver tables; returns the counts."""
-            from spark_jobs.config import load_config
-            from spark_jobs.runtime.lock import source_lock
-            from spark_jobs.runtime.spark_session import get_spark
-            from spark_jobs.silver.build import build_silver
-
-            config = load_config()
-            with source_lock(config.local_dir, source_name, "ingest: decode"):
-                r = build_silver(get_spark(config), config, source_name)
-            return {
-                "messages": r.messages,
-                "row_changes": r.row_changes,
-                "ddl_events": r.ddl_events,
-                "quarantined": r.quarantined,
-                "waiting": r.waiting,
-                "consistent_ts": r.consistent_ts,
-            }
+            return steps.decode(source_name).xcom()
 
         @task(outlets=[gold_asset(source_name)])
         def publish_gold() -> dict:
             """Build and test the gold tables up to the consistent timestamp with dbt; returns rows per table."""
-            from spark_jobs.config import load_config
-            from spark_jobs.gold.build import build_gold
-            from spark_jobs.runtime.lock import source_lock
-            from spark_jobs.runtime.spark_session import get_spark
-
-            config = load_config()
             rebuild = bool(get_current_context()["params"]["rebuild_gold"])
-            with source_lock(config.local_dir, source_name, "ingest: publish_gold"):
-                r = build_gold(get_spark(config), config, source_name, rebuild=rebuild)
-            return {
-                "consistent_ts": r.consistent_ts,
-                "consistency": r.consistency,
-                "tables": r.tables,
-                "needing_snapshot": r.needing_snapshot,
-            }
+            return steps.publish_gold(source_name, rebuild=rebuild).xcom()
 
         @task
         def check_freshness(published: dict) -> dict:
             """Warn or fail when gold's consistent timestamp is older than the config allows; returns the state."""
-            import time
-
             from airflow.sdk.exceptions import AirflowFailException
 
-            from spark_jobs.codecs import sends_watermarks
-            from spark_jobs.config import load_config
-            from spark_jobs.gold.build import run_dbt
-            from spark_jobs.runtime import freshness
-            from spark_jobs.runtime.spark_session import get_spark
-
-            config = load_config()
-            source = config.source(source_name)
-            check = freshness.check_freshness(
-                source_name, published["consistent_ts"], int(time.time() * 1000), config.freshness
-            )
-            if check.state == freshness.ERROR:
+            check = steps.check_freshness(source_name, published["consistent_ts"])
+            if check.state == steps.FRESHNESS_ERROR:
                 raise AirflowFailException(check.line())
-            if check.state == freshness.WARN:
-                freshness.log.warning("%s", check.line())
-            else:
-                freshness.log.info("%s", check.line())
-            if sends_watermarks(source.protocol, source.options):
-                get_spark(config)  # dbt runs inside this process's session
-                run_dbt(
-                    ["source", "freshness", "--select", "source:silver.watermarks"],
-                    config,
-                    source_name,
-                    freshness.dbt_freshness_vars(config.freshness),
-                )
-            age = check.age.total_seconds() if check.age is not None else None
-            return {"state": check.state, "consistent_ts": check.consistent_ts, "age_seconds": age}
+            return check.xcom()
 
         @task(trigger_rule="all_done")
         def record_status(published: dict | None) -> str:
             """Write the source's status snapshot (the status page reads it, without Spark): numbers from the
             tables (gold's row counts from publish_gold when it ran), this run's task durations from Airflow.
             Returns the snapshot's path."""
-            from spark_jobs.config import load_config
-            from spark_jobs.runtime.spark_session import get_spark
-            from spark_jobs.status import collect
-
             context = get_current_context()
             run = context["dag_run"]
+            started = run.start_date or run.run_after
             tasks = {
-                crumb["task_id"]: collect.TaskOutcome(crumb["state"], crumb["duration"])
+                crumb["task_id"]: (crumb["state"], crumb["duration"])
                 for crumb in context["ti"].get_task_breadcrumbs(run.dag_id, run.run_id)
             }
-            started = run.start_date or run.run_after
-            config = load_config()
-            run_info = collect.RunInfo(run.run_id, int(started.timestamp() * 1000), tasks)
             gold_rows = (published or {}).get("tables")
-            return str(collect.record_status(get_spark(config), config, source_name, run_info, gold_rows))
+            return steps.record_status(source_name, run.run_id, int(started.timestamp() * 1000), tasks, gold_rows)
 
         @task
         def generate_docs(published: dict) -> dict:
-            """Regenerate the dbt docs site against the real tables (so its catalog has their columns and
-            sizes); the plugin serves it from `<local_dir>/dbt/target`. Returns what it documents.
-
-            Only the configured sources' gold models are compiled: the checkout may hold generated models of
-            sources this lakehouse does not have, which cannot compile against it."""
-            import json
-
-            from spark_jobs.config import load_config
-            from spark_jobs.gold.build import run_dbt
-            from spark_jobs.gold.models import model_selector
-            from spark_jobs.runtime.spark_session import get_spark
-
-            config = load_config()
-            get_spark(config)  # dbt runs inside this process's session
-            selected = ["source:silver", "staging", "intermediate", *(model_selector(s.name) for s in config.sources)]
-            run_dbt(["docs", "generate", "--select", *selected], config, source_name)
-            catalog = json.loads((config.local_dir / "dbt" / "target" / "catalog.json").read_text())
-            return {"gold_tables": len(published["tables"]), "catalog_relations": len(catalog["nodes"])}
+            """Regenerate the dbt docs site against the real tables (Browse > dbt docs); returns what it documents."""
+            return {"gold_tables": len(published["tables"]), **steps.generate_docs(source_name).xcom()}
 
         # record_status is not last: a DAG run's state is its last tasks', and it succeeds after a failed layer
         published = publish_gold()
@@ -215,5 +127,5 @@ def ingest_dag(source_name: str):
     return ingest()
 
 
-for _name in configured_source_names():
+for _name in steps.configured_sources():
     globals()[f"ticdc_ingest__{_name}"] = ingest_dag(_name)

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import dag, task
 
-from spark_jobs.runtime.freshness import failure_callback
+from spark_jobs import steps
 
 
 @dag(
@@ -21,7 +21,7 @@ from spark_jobs.runtime.freshness import failure_callback
         "retry_delay": timedelta(minutes=5),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=30),
-        "on_failure_callback": failure_callback("all"),
+        "on_failure_callback": steps.failure_callback("all"),
     },
     tags=["ticdc-lakehouse", "maintenance"],
 )
@@ -51,44 +51,28 @@ def ticdc_maintenance():
     @task
     def check_config() -> list[str]:
         """Validate the configuration; returns the configured source names."""
-        from spark_jobs.config import load_config
-
-        return [s.name for s in load_config().sources]
+        return steps.check_config().names
 
     @task
-    def maintain_bronze(sources: list[str]) -> list[dict]:
+    def maintain_bronze(sources: list[str]) -> dict:
         """Maintain the bronze tables (once the config is known to be valid); returns one summary per table."""
-        from spark_jobs.runtime import maintenance
-
-        return _maintained(maintenance.maintain_layer, "bronze")
+        return steps.maintain_shared("bronze").xcom()
 
     @task
-    def maintain_silver(bronze: list[dict]) -> list[dict]:
+    def maintain_silver(bronze: dict) -> dict:
         """Maintain the silver tables and gold's shared bookkeeping tables (after bronze, whose expiry reads
         silver's positions)."""
-        from spark_jobs.runtime import maintenance
-        from spark_jobs.runtime.tables import TABLES
-
-        return [t for layer in TABLES if layer != "bronze" for t in _maintained(maintenance.maintain_layer, layer)]
+        return steps.maintain_shared("silver").xcom()
 
     @task
-    def maintain_gold(source: str) -> list[dict]:
+    def maintain_gold(source: str) -> dict:
         """Maintain one source's gold and history tables."""
-        from spark_jobs.runtime import maintenance
-
-        return _maintained(maintenance.maintain_gold, source)
+        return steps.maintain_gold(source).xcom()
 
     @task
-    def report(bronze: list[dict], silver: list[dict], gold: list[list[dict]]) -> str:
+    def report(bronze: dict, silver: dict, gold: list[dict]) -> str:
         """One line with the totals over every table."""
-        import logging
-
-        from spark_jobs.runtime.maintenance import TableMaintenance, summary_line
-
-        tables = [TableMaintenance(**t) for t in [*bronze, *silver, *(t for per_source in gold for t in per_source)]]
-        line = summary_line(tables)
-        logging.getLogger(__name__).info("maintenance: %s", line)
-        return line
+        return steps.maintenance_report([bronze, silver, *gold])
 
     sources = check_config()
     bronze = maintain_bronze(sources)
@@ -96,17 +80,6 @@ def ticdc_maintenance():
     gold = maintain_gold.expand(source=sources)
     silver >> gold
     report(bronze, silver, gold)
-
-
-def _maintained(step, what: str) -> list[dict]:
-    """`step(spark, config, what)` in the process's Spark session; its per-table results as plain dicts (XCom)."""
-    import dataclasses
-
-    from spark_jobs.config import load_config
-    from spark_jobs.runtime.spark_session import get_spark
-
-    config = load_config()
-    return [dataclasses.asdict(result) for result in step(get_spark(config), config, what)]
 
 
 ticdc_maintenance()

@@ -6,11 +6,9 @@ from datetime import datetime
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from spark_jobs.config import configured_source_names
-from spark_jobs.runtime.freshness import failure_callback
-from spark_jobs.runtime.rebuild import LAYERS
+from spark_jobs import steps
 
-SOURCES = configured_source_names()
+SOURCES = steps.configured_sources()
 
 
 @dag(
@@ -19,7 +17,7 @@ SOURCES = configured_source_names()
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 0, "on_failure_callback": failure_callback("all")},
+    default_args={"retries": 0, "on_failure_callback": steps.failure_callback("all")},
     tags=["ticdc-lakehouse", "rebuild"],
     params={
         "source": Param(
@@ -32,7 +30,7 @@ SOURCES = configured_source_names()
         "layer": Param(
             "gold",
             type="string",
-            enum=list(LAYERS),
+            enum=list(steps.LAYERS),
             title="Layer",
             description="silver: decoded again from all of bronze; gold (current state) or history: replaced from silver.",
         ),
@@ -68,41 +66,14 @@ def ticdc_rebuild():
     @task
     def check_request() -> dict:
         """Validate the configuration and the form's values; returns the request."""
-        from spark_jobs.config import load_config
-        from spark_jobs.errors import ConfigError
-        from spark_jobs.runtime.rebuild import parse_tables
-
-        params = get_current_context()["params"]
-        config = load_config()
-        source = config.source(params["source"]).name
-        tables = parse_tables(params.get("tables"))
-        if tables and params["layer"] == "silver":
-            raise ConfigError("rebuild silver: silver is rebuilt per source (all its tables come from one stream)")
-        return {
-            "source": source,
-            "layer": params["layer"],
-            "tables": sorted(list(pair) for pair in tables) if tables is not None else None,
-        }
+        return steps.rebuild_request(get_current_context()["params"]).xcom()
 
     @task
-    def rebuild(request: dict) -> str:
+    def rebuild() -> str:
         """Rebuild the layer under the source's lock; returns the summary line."""
-        import logging
+        return steps.rebuild(get_current_context()["params"]).line
 
-        from spark_jobs.config import load_config
-        from spark_jobs.runtime.lock import source_lock
-        from spark_jobs.runtime.rebuild import rebuild_layer
-        from spark_jobs.runtime.spark_session import get_spark
-
-        config = load_config()
-        source = request["source"]
-        tables = frozenset(tuple(pair) for pair in request["tables"]) if request["tables"] is not None else None
-        with source_lock(config.local_dir, source, f"rebuild {request['layer']}"):
-            line = rebuild_layer(get_spark(config), config, source, request["layer"], tables)
-        logging.getLogger(__name__).info("%s", line)
-        return line
-
-    rebuild(check_request())
+    check_request() >> rebuild()
 
 
 ticdc_rebuild()

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from spark_jobs.codecs import PROTOCOLS, validate_options
-from spark_jobs.codecs.errors import ConfigError
+from spark_jobs.errors import ConfigError
 
 # The checkout: the default config, the DAGs and the dbt project live beside the package.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """The pipeline's named errors, in one place: callers catch a class, never a bare RuntimeError or a message.
 
-ConfigError is defined beside the codecs (they raise it for bad options) and re-exported here.
+It imports nothing of the project, so every layer, the codecs at the bottom included, raises these.
 
 A TransientFault is a service that did not answer, timed out or refused the credentials: the task stops
 with one line (source, what, where, what to check) before it writes anything, nothing is quarantined for
@@ -13,8 +13,6 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from spark_jobs.codecs.errors import ConfigError
-
 __all__ = [
     "BrokerUnavailableError",
     "CatalogUnavailableError",
@@ -22,17 +20,46 @@ __all__ = [
     "ConcurrentLandingError",
     "ConfigError",
     "DbtError",
+    "DecodeError",
     "IncompleteDayError",
     "KafkaRangeError",
     "LandingGapError",
     "LandingInvariantError",
     "RegistryUnavailableError",
+    "SchemaNotYetKnown",
     "SnapshotRefused",
     "TransientFault",
     "named_transient_faults",
     "redact_address",
     "transient_fault_in",
 ]
+
+
+class DecodeError(ValueError):
+    """A message that cannot be decoded; it goes to quarantine with str(self) as its reason."""
+
+    def __init__(self, protocol: str, reason: str, where: str | None = None):
+        self.protocol = protocol
+        self.reason = reason
+        self.where = where
+        text = f"{protocol}: {reason}"
+        if where:
+            text += f" (at {where})"
+        super().__init__(text)
+
+
+class SchemaNotYetKnown(DecodeError):
+    """A row whose table schema has not arrived yet (Simple protocol mid-stream); it waits, it is not bad."""
+
+    def __init__(self, protocol: str, database: str, table: str, schema_version: int):
+        self.database, self.table, self.schema_version = database, table, schema_version
+        super().__init__(
+            protocol, f"schema version {schema_version} of {database}.{table} not known yet", "schemaVersion"
+        )
+
+
+class ConfigError(ValueError):
+    """A bad configuration or decoder option: stops the run before it touches a table."""
 
 
 class LandingGapError(RuntimeError):

@@ -77,7 +77,7 @@ def pytest_sessionstart(session):
 
 @pytest.fixture(scope="session")
 def broker():
-    from spark_jobs.devkit.broker import EmbeddedBroker
+    from ticdc_devkit.broker import EmbeddedBroker
 
     b = EmbeddedBroker(TEST_HOME / "broker").start()
     yield b

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from spark_jobs.errors import IncompleteDayError
 from spark_jobs.gold import history, names
 from spark_jobs.gold.publish import latest_publication
+from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.sql import quote_ident
 from spark_jobs.runtime.tables import GOLD_PUBLICATIONS
 
@@ -53,7 +54,7 @@ def end_of_day_ts(day: dt.date, timezone: str = "UTC") -> int:
 
 
 @dataclass(frozen=True)
-class DayStatus:
+class DayStatus(Result):
     day: dt.date
     timezone: str
     as_of_ts: int  # the day's end as a TiDB timestamp
@@ -73,7 +74,7 @@ class DayStatus:
 
 
 @dataclass
-class DailyResult:
+class DailyResult(Result):
     source: str
     day: dt.date
     as_of_ts: int

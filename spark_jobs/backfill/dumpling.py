@@ -17,7 +17,7 @@ file when Dumpling ran with `--compress`):
   (`\\r\\n`), a header line of column names unless `--no-header`; binary values as raw bytes (the default
   `--csv-output-dialect`), escaped with backslashes like strings.
 
-Every value is turned into the canonical text of its column's type (spark_jobs.codecs.values), the same text the
+Every value is turned into the canonical text of its column's type (spark_jobs.canonical.values), the same text the
 codecs give, so a row from an export and the same row from the change stream are equal.
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from spark_jobs.codecs.values import (
+from spark_jobs.canonical.values import (
     BINARY_TYPES,
     INTEGER_TYPES,
     decimal_scale,
@@ -41,7 +41,7 @@ from spark_jobs.codecs.values import (
     text_timestamp_from_zone,
     text_year,
 )
-from spark_jobs.codecs.values import (
+from spark_jobs.canonical.values import (
     time_zone as parse_zone,
 )
 

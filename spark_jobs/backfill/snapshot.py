@@ -9,16 +9,14 @@ snapshot as its state at that TSO, and changes the changefeed sent at or before 
 The data files are read by Spark tasks, one task per file (`-F`/`-r` in Dumpling splits big tables), so no row
 passes through the driver. A load is recorded in `silver.snapshot_loads` when it starts and again when it
 finishes; gold refuses to publish a source with a load that did not finish. Loading the same export again
-changes nothing; a load at a TSO gold has already passed is refused unless forced (the source's gold and history
-are then rebuilt from silver).
+changes nothing; a load at a TSO gold has already passed is refused unless forced (its result then asks for the
+source's gold and history to be rebuilt from silver, which the `load_snapshot` step does).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -26,7 +24,9 @@ from dataclasses import dataclass
 from spark_jobs.backfill import dumpling
 from spark_jobs.config import PipelineConfig
 from spark_jobs.errors import ConfigError, SnapshotRefused
-from spark_jobs.runtime.tables import SILVER_SNAPSHOT_LOADS, ensure_tables
+from spark_jobs.runtime.results import Result
+from spark_jobs.runtime.tables import ensure_tables
+from spark_jobs.silver import snapshot_loads
 
 log = logging.getLogger(__name__)
 PROGRESS_SECONDS = 10.0
@@ -34,7 +34,7 @@ _EXPORT_ERROR = re.compile(r"^spark_jobs\.backfill\.dumpling\.ExportError: (.+)$
 
 
 @dataclass
-class SnapshotResult:
+class SnapshotResult(Result):
     source: str
     location: str
     snapshot_ts: int
@@ -42,6 +42,7 @@ class SnapshotResult:
     files: int
     seconds: float
     already_loaded: bool = False
+    rebuild_gold: bool = False  # a forced load behind what gold published: its gold and history are rebuilt
 
     def line(self) -> str:
         if self.already_loaded:
@@ -77,7 +78,7 @@ def load_snapshot(
     export, chosen = _plan(fs, root, location, tables)
     ensure_tables(spark, "bronze")  # a lakehouse may start with the export, before anything landed
     ensure_tables(spark, "silver")
-    earlier = _load_record(spark, source.name, location, export.snapshot_ts)
+    earlier = snapshot_loads.load_record(spark, source.name, location, export.snapshot_ts)
     if earlier is not None and earlier["finished_at"] is not None:
         return SnapshotResult(source.name, location, export.snapshot_ts, {}, 0, 0.0, already_loaded=True)
     published = _published_ts(spark, source.name)
@@ -110,7 +111,7 @@ def load_snapshot(
     # every file is read before anything is written: an export that does not read changes nothing
     parsed, counts = _parse_rows(spark, location, export.snapshot_ts, files, schemas, csv, progress)
     seq = next_silver_seq(spark, source.name)
-    _record_start(spark, source.name, location, export.snapshot_ts, chosen, seq, force)
+    snapshot_loads.record_start(spark, source.name, location, export.snapshot_ts, chosen, seq, force)
     log.info("source %s: writing the snapshot into silver", source.name)
     merges.merge_snapshot_schemas(spark, source.name, source.protocol, export.snapshot_ts, statements)
     if parsed is not None:
@@ -126,7 +127,7 @@ def load_snapshot(
         started,
         silver_seq=seq,
     )
-    _record_finish(spark, source.name, location, export.snapshot_ts, len(files), sum(counts.values()))
+    snapshot_loads.record_finish(spark, source.name, location, export.snapshot_ts, len(files), sum(counts.values()))
     result = SnapshotResult(
         source.name,
         location,
@@ -135,12 +136,7 @@ def load_snapshot(
         len(files),
         time.monotonic() - started,
     )
-    if force and published is not None and published > export.snapshot_ts:
-        from spark_jobs.gold.build import build_gold
-
-        # every table: a loaded table may have been renamed or dropped since, and gold knows it by its name now
-        log.info("source %s: rebuilding gold and history from silver (a forced load)", source.name)
-        build_gold(spark, config, source.name, rebuild=True)
+    result.rebuild_gold = force and published is not None and published > export.snapshot_ts
     for table, rows in result.tables.items():
         log.info("source %s: snapshot of %s: %d rows", source.name, table, rows)
     log.info("%s", result.line())
@@ -168,16 +164,6 @@ def _read_schemas(source: str, snapshot_ts: int, statements: list[dict]) -> dict
             "changes of it; leave it out with --tables"
         )
     return schemas
-
-
-def unfinished_load(spark, source: str):
-    """The source's snapshot load that started and did not finish, or None (gold must not publish then)."""
-    ensure_tables(spark, "silver")
-    rows = spark.sql(
-        f"SELECT location, snapshot_ts FROM {SILVER_SNAPSHOT_LOADS} WHERE source = :source AND finished_at IS NULL",
-        args={"source": source},
-    ).collect()
-    return rows[0] if rows else None
 
 
 def _filesystem(location: str):
@@ -219,44 +205,6 @@ def _published_ts(spark, source: str) -> int | None:
 
     publication = latest_publication(spark, source)
     return publication["consistent_ts"] if publication is not None else None
-
-
-def _load_record(spark, source: str, location: str, snapshot_ts: int):
-    rows = spark.sql(
-        f"""SELECT * FROM {SILVER_SNAPSHOT_LOADS}
-            WHERE source = :source AND location = :location AND snapshot_ts = :ts""",
-        args={"source": source, "location": location, "ts": snapshot_ts},
-    ).collect()
-    return rows[0] if rows else None
-
-
-def _record_start(spark, source, location, snapshot_ts, tables, seq, force) -> None:
-    spark.sql(
-        f"""MERGE INTO {SILVER_SNAPSHOT_LOADS} t
-            USING (SELECT :source AS source, :location AS location, :ts AS snapshot_ts) s
-            ON t.source = s.source AND t.location = s.location AND t.snapshot_ts = s.snapshot_ts
-            WHEN MATCHED THEN UPDATE SET silver_seq = :seq, forced = :force, started_at = current_timestamp()
-            WHEN NOT MATCHED THEN INSERT (source, location, snapshot_ts, tables, files, `rows`, silver_seq, forced,
-                started_at, finished_at)
-                VALUES (s.source, s.location, s.snapshot_ts, from_json(:tables, 'array<string>'), NULL, NULL, :seq,
-                :force, current_timestamp(), NULL)""",
-        args={
-            "source": source,
-            "location": location,
-            "ts": snapshot_ts,
-            "seq": seq,
-            "force": force,
-            "tables": json.dumps([f"{d}.{t}" for d, t in sorted(tables)]),
-        },
-    )
-
-
-def _record_finish(spark, source, location, snapshot_ts, files, rows) -> None:
-    spark.sql(
-        f"""UPDATE {SILVER_SNAPSHOT_LOADS} SET files = :files, `rows` = :rows, finished_at = current_timestamp()
-            WHERE source = :source AND location = :location AND snapshot_ts = :ts""",
-        args={"source": source, "location": location, "ts": snapshot_ts, "files": files, "rows": rows},
-    )
 
 
 def _parse_rows(spark, location, snapshot_ts, files, schemas, csv, progress):
@@ -355,19 +303,3 @@ class _progress_while:
         self.thread.join()
         self._report(time.monotonic())
         return False
-
-
-def progress_bar(stream=sys.stderr):
-    """A one-line progress bar for a terminal: files, rows, rows/s."""
-
-    def show(done: int, files: int, rows: int, seconds: float) -> None:
-        width = 30
-        filled = int(width * done / files) if files else width
-        rate = rows / seconds if seconds else 0.0
-        end = "\n" if done >= files else ""
-        stream.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{files} files, {rows} rows, {rate:.0f} rows/s{end}"
-        )
-        stream.flush()
-
-    return show

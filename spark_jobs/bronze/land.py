@@ -31,6 +31,7 @@ import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass, field
+from typing import Any
 
 from spark_jobs.bronze.kafka_reader import RangeRead
 from spark_jobs.bronze.plan import Gap, LandingPlan, OffsetRange, TopicPartition, plan_landing
@@ -41,6 +42,8 @@ from spark_jobs.errors import (
     LandingInvariantError,
     named_transient_faults,
 )
+from spark_jobs.runtime.iceberg import iceberg_table, main_head, main_snapshot
+from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.sql import quote_ident, temp_view
 from spark_jobs.runtime.tables import (
     BRONZE_COMMITS,
@@ -66,7 +69,7 @@ _BRONZE_ENSURED: weakref.WeakSet = weakref.WeakSet()  # sessions whose bronze ta
 
 
 @dataclass(frozen=True)
-class LandingResult:
+class LandingResult(Result):
     source: str
     batch_id: str | None
     records: int
@@ -76,6 +79,17 @@ class LandingResult:
     gaps: list[Gap]
     seconds: float
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (`Phases`)
+
+    def xcom(self) -> dict[str, Any]:
+        """The totals; per partition, `bronze.landing_runs` and the status page keep the detail."""
+        return {
+            "records": self.records,
+            "bytes": self.bytes,
+            "batch_id": self.batch_id,
+            "partitions": len(self.per_partition),
+            "gaps": len(self.gaps),
+            "seconds": round(self.seconds, 3),
+        }
 
 
 class Phases(dict):
@@ -125,16 +139,6 @@ LANDING_RUN_SCHEMA = (
     "source string, batch_id string, topic string, partition int, start_offset bigint, "
     "next_offset bigint, records bigint, bytes bigint, lag bigint, seconds double"
 )
-
-
-def main_snapshot(spark, table: str = BRONZE_MESSAGES) -> int | None:
-    """Main's head, from the table's current metadata: no Spark job, whatever the table's history."""
-    return _main_head(iceberg_table(spark, table))
-
-
-def _main_head(table) -> int | None:
-    ref = table.refs().get("main")
-    return ref.snapshotId() if ref is not None else None
 
 
 def offsets_property(source: str) -> str:
@@ -282,19 +286,6 @@ def read_records(spark, source: SourceSettings, ranges: list[OffsetRange], batch
     )
 
 
-def iceberg_table(spark, table: str):
-    """One of our tables through Iceberg's Java API, refreshed. Its snapshot and property operations are
-    Iceberg SQL extensions that take no parameters (CREATE BRANCH, CALL ...); the API takes names and ids
-    as values."""
-    jvm = spark.sparkContext._jvm
-    # the session's SQL conf (its catalogs) is the JVM thread's active session's: a Python thread other than the
-    # one that made the session (maintenance beside landing) has none until it runs SQL
-    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-    loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
-    loaded.refresh()
-    return loaded
-
-
 def ensure_landing_base(spark) -> int:
     """Main's snapshot, after committing an empty one into a table that has none: every landing run then
     forks a branch (nothing to fork from otherwise), so every commit goes through the same compare-and-set."""
@@ -304,13 +295,13 @@ def ensure_landing_base(spark) -> int:
 def _landing_base(table) -> int:
     """The same, of a loaded table. The first snapshot's commit also says that no offsets live only in a
     snapshot summary (a table without snapshots has none), so that no lookup ever walks its history."""
-    snapshot = _main_head(table)
+    snapshot = main_head(table)
     if snapshot is None:
         transaction = table.newTransaction()
         transaction.newFastAppend().commit()
         transaction.updateProperties().set(SUMMARY_OFFSETS_ADOPTED, "true").commit()
         transaction.commitTransaction()
-        snapshot = _main_head(table)
+        snapshot = main_head(table)
     return snapshot
 
 
@@ -464,7 +455,7 @@ def adopt_summary_offsets(spark) -> list[str]:
         for source, doc in _summary_offsets(spark, table).items()
         if current.get(offsets_property(source)) is None
     }
-    base = _main_head(table)
+    base = main_head(table)
     if base is None:
         return []
     branch = f"{LANDING_BRANCH_PREFIX}adopt_{uuid.uuid4().hex}"

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 from typing import Protocol as _Protocol
 
-from spark_jobs.codecs.errors import ConfigError, DecodeError, SchemaNotYetKnown
-from spark_jobs.codecs.events import ChangeEvent
+from spark_jobs.canonical.events import ChangeEvent
+from spark_jobs.errors import ConfigError, DecodeError, SchemaNotYetKnown
 
 # protocol name -> (module, decoder class)
 _DECODERS = {

@@ -28,10 +28,8 @@ from typing import Any
 
 from fastavro import parse_schema, schemaless_reader
 
-from spark_jobs.codecs.errors import ConfigError, DecodeError
-from spark_jobs.codecs.events import ChangeEvent
-from spark_jobs.codecs.schema_registry import SchemaRegistryClient
-from spark_jobs.codecs.values import (
+from spark_jobs.canonical.events import ChangeEvent
+from spark_jobs.canonical.values import (
     canonical_type,
     text_bytes,
     text_decimal,
@@ -41,9 +39,11 @@ from spark_jobs.codecs.values import (
     text_unsigned,
     text_year,
 )
-from spark_jobs.codecs.values import (
+from spark_jobs.canonical.values import (
     time_zone as values_time_zone,
 )
+from spark_jobs.codecs.schema_registry import SchemaRegistryClient
+from spark_jobs.errors import ConfigError, DecodeError
 
 PROTOCOL = "avro"
 DECIMAL_MODES = ("precise", "string")

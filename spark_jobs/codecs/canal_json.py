@@ -1,7 +1,7 @@
 """Canal-JSON (TiCDC `protocol=canal-json`): one JSON object per Kafka value, key empty.
 
 What the messages carry and what they lose is documented once, in the docstring of
-`spark_jobs.devkit.simulator.canal_json.expected`. This module turns a message into canonical change
+`ticdc_devkit.simulator.canal_json.expected`. This module turns a message into canonical change
 events; per-column converters are built once per distinct `mysqlType` map and cached, so the
 per-value work is one dict lookup and, for non-text columns, one small function call.
 """
@@ -15,11 +15,8 @@ from zoneinfo import ZoneInfoNotFoundError
 import orjson
 
 from spark_jobs import ddl
-from spark_jobs.codecs import fast_paths
-from spark_jobs.codecs.errors import ConfigError, DecodeError
-from spark_jobs.codecs.events import ChangeEvent
-from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
-from spark_jobs.codecs.values import (
+from spark_jobs.canonical.events import ChangeEvent
+from spark_jobs.canonical.values import (
     CHAR_TYPES,
     INTEGER_TYPES,
     canonical_type,
@@ -38,6 +35,9 @@ from spark_jobs.codecs.values import (
     text_year,
     time_zone,
 )
+from spark_jobs.codecs import fast_paths
+from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
+from spark_jobs.errors import ConfigError, DecodeError
 
 PROTOCOL = "canal-json"
 WATERMARK_TYPE = "TIDB_WATERMARK"

@@ -2,7 +2,7 @@
 
 The messages describe themselves (`schema` present or not, `tidb_type` present or not, `before`
 present or not), so the options only record how the changefeed was made. What the format loses,
-and which flag marks each loss, is listed once in `spark_jobs.devkit.simulator.debezium.expected`.
+and which flag marks each loss, is listed once in `ticdc_devkit.simulator.debezium.expected`.
 
 Speed: TiCDC writes `{"payload":{…},"schema":{…}}` with the schema last and the same schema bytes
 for every row of a table version. The decoder parses only the payload and keys its compiled
@@ -19,9 +19,8 @@ from decimal import Decimal
 import orjson
 
 from spark_jobs import ddl
-from spark_jobs.codecs.errors import DecodeError
-from spark_jobs.codecs.events import ChangeEvent, table_schema
-from spark_jobs.codecs.values import (
+from spark_jobs.canonical.events import ChangeEvent, table_schema
+from spark_jobs.canonical.values import (
     BINARY_TYPES,
     CHAR_TYPES,
     INTEGER_TYPES,
@@ -40,6 +39,7 @@ from spark_jobs.codecs.values import (
     text_unsigned,
     text_year,
 )
+from spark_jobs.errors import DecodeError
 
 PROTOCOL = "debezium"
 

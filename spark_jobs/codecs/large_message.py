@@ -11,8 +11,7 @@ import base64
 
 import orjson
 
-from spark_jobs.codecs.errors import DecodeError
-from spark_jobs.errors import ClaimCheckUnavailableError
+from spark_jobs.errors import ClaimCheckUnavailableError, DecodeError
 
 COMPRESSIONS = ("none", "snappy", "lz4")
 _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)

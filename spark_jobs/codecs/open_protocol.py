@@ -26,11 +26,8 @@ import zoneinfo
 import orjson
 
 from spark_jobs import ddl
-from spark_jobs.codecs import fast_paths
-from spark_jobs.codecs.errors import ConfigError, DecodeError
-from spark_jobs.codecs.events import ChangeEvent
-from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
-from spark_jobs.codecs.values import (
+from spark_jobs.canonical.events import ChangeEvent
+from spark_jobs.canonical.values import (
     int_bits,
     text_bytes,
     text_double,
@@ -39,9 +36,12 @@ from spark_jobs.codecs.values import (
     text_unsigned,
     text_year,
 )
-from spark_jobs.codecs.values import (
+from spark_jobs.canonical.values import (
     time_zone as values_time_zone,
 )
+from spark_jobs.codecs import fast_paths
+from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
+from spark_jobs.errors import ConfigError, DecodeError
 
 PROTOCOL = "open"
 BATCH_VERSION = 1

@@ -19,8 +19,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import requests
 
-from spark_jobs.codecs.errors import DecodeError
-from spark_jobs.errors import RegistryUnavailableError
+from spark_jobs.errors import DecodeError, RegistryUnavailableError
 
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _SCHEMAS: dict[tuple[str, int], str] = {}

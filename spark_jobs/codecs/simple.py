@@ -35,12 +35,12 @@ import fastavro
 import orjson
 
 from spark_jobs import ddl
+from spark_jobs.canonical import values as V
+from spark_jobs.canonical.events import ChangeEvent
+from spark_jobs.canonical.events import table_schema as make_table_schema
 from spark_jobs.codecs import fast_paths
-from spark_jobs.codecs import values as V
-from spark_jobs.codecs.errors import ConfigError, DecodeError, SchemaNotYetKnown
-from spark_jobs.codecs.events import ChangeEvent
-from spark_jobs.codecs.events import table_schema as make_table_schema
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
+from spark_jobs.errors import ConfigError, DecodeError, SchemaNotYetKnown
 
 MESSAGE_SCHEMA_PATH = Path(__file__).with_name("simple_message.avsc")
 MESSAGE_RECORD = "com.pingcap.simple.avro.Message"

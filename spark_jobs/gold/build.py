@@ -18,15 +18,16 @@ from dataclasses import dataclass, field
 from spark_jobs.errors import ConfigError, DbtError, SnapshotRefused
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
-from spark_jobs.gold.publish import PublishedTable, current_snapshot, publish
+from spark_jobs.gold.publish import PublishedTable, current_snapshot, publish, record_publication
 from spark_jobs.runtime.logs import verbose_requested
-from spark_jobs.status.snapshot import record_publication
+from spark_jobs.runtime.results import Result
+from spark_jobs.silver.snapshot_loads import unfinished_load
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class GoldResult:
+class GoldResult(Result):
     source: str
     consistent_ts: int | None
     consistency: str | None
@@ -35,6 +36,13 @@ class GoldResult:
     seconds: float
     history: dict[str, int] = field(default_factory=dict)  # history relation -> versions
     publication: str | None = None  # the tag every table of this run's publication carries
+
+    def lines(self) -> list[str]:
+        return [
+            f"{self.source}: {len(self.tables)} gold tables consistent as of TiDB ts {self.consistent_ts}"
+            f" ({self.consistency}), {sum(self.tables.values())} rows; {self.seconds:.1f}s",
+            *(f"  {table} needs a fresh snapshot (see the log)" for table in self.needing_snapshot),
+        ]
 
 
 def dbt_profile_env(runtime) -> dict[str, str]:
@@ -133,8 +141,6 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
     incremental one. The tables not rebuilt apply what is new, so the publication still holds every table of
     the source at one consistent ts.
     """
-    from spark_jobs.backfill.snapshot import unfinished_load
-
     started, started_at = time.monotonic(), dt.datetime.now(dt.UTC)
     config.source(source_name)
     unfinished = unfinished_load(spark, source_name)

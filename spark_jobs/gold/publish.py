@@ -14,10 +14,13 @@ snapshots `expire_snapshots` removes after that.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
+from spark_jobs.runtime.files import write_json_atomically
 from spark_jobs.runtime.sql import quote_ident
 from spark_jobs.runtime.tables import GOLD_PUBLICATIONS, ensure_tables
 
@@ -99,3 +102,22 @@ def read_published(spark, relation: str, publication):
     """A table as the publication tagged it (the snapshot the tag names, whatever committed since)."""
     namespace, _, name = relation.partition(".")
     return spark.read.option("tag", publication["tag"]).table(f"{quote_ident(namespace)}.{quote_ident(name)}")
+
+
+def publication_path(local_dir: Path, source: str) -> Path:
+    return Path(local_dir) / "status" / f"{source}.published.json"
+
+
+def record_publication(local_dir: Path, source: str, consistent_ts: int, tag: str) -> Path:
+    """The source's newest publication, beside the tables (`build_gold` writes it after `gold.publications`'
+    row), for readers that must not start Spark: the daily DAG's sensor, which pokes every few minutes."""
+    document = {"source": source, "consistent_ts": consistent_ts, "tag": tag}
+    return write_json_atomically(publication_path(local_dir, source), document)
+
+
+def published_ts(local_dir: Path, source: str) -> int | None:
+    """The consistent ts of the source's newest publication, or None when none was recorded."""
+    try:
+        return int(json.loads(publication_path(local_dir, source).read_text())["consistent_ts"])
+    except FileNotFoundError:
+        return None

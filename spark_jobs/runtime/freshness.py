@@ -11,8 +11,10 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from spark_jobs.config import FreshnessSettings
+from spark_jobs.runtime.results import Result
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +23,15 @@ OK, WARN, ERROR = "ok", "warn", "error"
 
 
 @dataclass(frozen=True)
-class FreshnessCheck:
+class FreshnessCheck(Result):
     source: str
     state: str  # ok | warn | error
     consistent_ts: int | None
     age: timedelta | None  # now minus the consistent timestamp's physical time
+
+    def xcom(self) -> dict[str, Any]:
+        age = self.age.total_seconds() if self.age is not None else None
+        return {"state": self.state, "consistent_ts": self.consistent_ts, "age_seconds": age}
 
     def line(self) -> str:
         if self.age is None:

@@ -1,7 +1,8 @@
 """One writer per source at a time: the ingest steps and the rebuilds of a source take its lock, so a run of
 the ingest DAG triggered while a rebuild runs waits for it (and the other way round), instead of both writing.
 
-The lock is an exclusive `flock` on `<local_dir>/locks/<source>.lock`, taken before the Spark session opens (in
+A thread that already holds a source's lock takes it again at no cost (`ticdc-lake run` takes it for each of its
+steps, the continuous driver for its whole life). The lock is an exclusive `flock` on `<local_dir>/locks/<source>.lock`, taken before the Spark session opens (in
 embedded mode two processes cannot share the metastore anyway). The kernel drops it when its process ends, even
 by SIGKILL, so a killed run never leaves a stale lock. The file says who holds it, for the waiting side's log.
 In cluster mode `runtime.local_dir` must be a directory every Airflow worker shares.
@@ -14,6 +15,7 @@ import fcntl
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +24,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 REPORT_EVERY_SECONDS = 60.0
+_HELD = threading.local()  # .paths: the lock files this thread holds
 
 
 def lock_path(local_dir: Path, source: str) -> Path:
@@ -40,7 +43,11 @@ def _holder(path: Path) -> str:
 def source_lock(local_dir: Path, source: str, holder: str, poll_seconds: float = 0.5) -> Iterator[None]:
     """Hold the source's lock for the block, waiting as long as another run holds it (logged when the wait
     starts, every minute while it lasts, and when it ends)."""
-    path = lock_path(local_dir, source)
+    path = lock_path(local_dir, source).resolve()
+    held = _HELD.__dict__.setdefault("paths", set())
+    if path in held:
+        yield
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+") as handle:
         started = time.monotonic()
@@ -62,9 +69,11 @@ def source_lock(local_dir: Path, source: str, holder: str, poll_seconds: float =
         since = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         handle.write(json.dumps({"holder": holder, "pid": os.getpid(), "since": since}))
         handle.flush()
+        held.add(path)
         try:
             yield
         finally:
+            held.discard(path)
             handle.seek(0)
             handle.truncate()
             handle.flush()

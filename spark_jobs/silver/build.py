@@ -17,10 +17,12 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from spark_jobs.bronze.land import committed_offsets, main_snapshot
+from spark_jobs.bronze.land import committed_offsets
 from spark_jobs.codecs import needs_partition_order, sends_watermarks
 from spark_jobs.config import PipelineConfig, SourceSettings, decoder_options
 from spark_jobs.errors import named_transient_faults
+from spark_jobs.runtime.iceberg import main_snapshot
+from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.tables import (
     BRONZE_MESSAGES,
     SILVER_DDL_EVENTS,
@@ -52,7 +54,7 @@ DECODE_SPLIT_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class SilverResult:
+class SilverResult(Result):
     source: str
     messages: int  # bronze messages read (new ones and those decoded again)
     decoded: int  # of those, decoded

@@ -10,8 +10,9 @@ HISTORY_LIMIT runs, oldest first, for the charts; it is replaced atomically, so 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from spark_jobs.runtime.files import write_json_atomically
 
 FORMAT_VERSION = 1
 HISTORY_LIMIT = 100
@@ -45,31 +46,4 @@ def write_snapshot(local_dir: Path, snapshot: dict) -> Path:
     previous = read_snapshot(local_dir, snapshot["source"]) or {}
     earlier = [r for r in previous.get("history", []) if r["run_id"] not in {h["run_id"] for h in snapshot["history"]}]
     document = {**snapshot, "history": (earlier + snapshot["history"])[-HISTORY_LIMIT:]}
-    return _replace(path, document)
-
-
-def publication_path(local_dir: Path, source: str) -> Path:
-    return status_dir(local_dir) / f"{source}.published.json"
-
-
-def record_publication(local_dir: Path, source: str, consistent_ts: int, tag: str) -> Path:
-    """The source's newest publication, beside the tables (`build_gold` writes it after `gold.publications`'
-    row), for readers that must not start Spark: the daily DAG's sensor, which pokes every few minutes."""
-    return _replace(publication_path(local_dir, source), {"source": source, "consistent_ts": consistent_ts, "tag": tag})
-
-
-def published_ts(local_dir: Path, source: str) -> int | None:
-    """The consistent ts of the source's newest publication, or None when none was recorded."""
-    try:
-        return int(json.loads(publication_path(local_dir, source).read_text())["consistent_ts"])
-    except FileNotFoundError:
-        return None
-
-
-def _replace(path: Path, document: dict) -> Path:
-    """Write the file whole (a temporary file, then a rename), so a reader never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(document, indent=1, sort_keys=True))
-    os.replace(tmp, path)
-    return path
+    return write_json_atomically(path, document)

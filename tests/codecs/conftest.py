@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.devkit.registry import running_registry
+from ticdc_devkit.registry import running_registry
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from spark_jobs.canonical.values import int_bits, parse_type
 from spark_jobs.codecs import ChangeEvent, Decoder, decoder_class, make_decoder
-from spark_jobs.codecs.values import int_bits, parse_type
-from spark_jobs.devkit.simulator.model import Column, Message, Table
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS
+from ticdc_devkit.simulator.model import Column, Message, Table
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS
 
 EVERY_BYTE = bytes(range(256))
 INTEGER_TYPES = (

@@ -2,7 +2,7 @@
 
 There are no Avro golden bytes from TiCDC's own tests, so the messages come from our simulator
 (built from the protocol page and TiCDC's encoder) and from schemas written out by hand here.
-The registry is the stand-in in spark_jobs/devkit/registry.py (the real one is Java).
+The registry is the stand-in in devkit/ticdc_devkit/registry.py (the real one is Java).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import pytest
 
 from spark_jobs.codecs import ConfigError, DecodeError, make_decoder
 from spark_jobs.codecs.schema_registry import SchemaRegistryClient, clear_cache
-from spark_jobs.devkit.registry import StandInRegistry, running_registry
-from spark_jobs.devkit.simulator.avro import expected
-from spark_jobs.devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
-from spark_jobs.devkit.simulator.stream import encode_stream, partition_events
 from spark_jobs.errors import RegistryUnavailableError
 from tests.codecs.helpers import EVERY_BYTE, INTEGER_COLUMNS, decode_partitions, integer_limits
+from ticdc_devkit.registry import StandInRegistry, running_registry
+from ticdc_devkit.simulator.avro import expected
+from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.stream import encode_stream, partition_events
 
 ZONE = "Asia/Shanghai"
 

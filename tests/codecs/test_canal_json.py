@@ -11,10 +11,12 @@ import orjson
 import pytest
 
 from spark_jobs.codecs import make_decoder
-from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.large_message import compress
-from spark_jobs.devkit.simulator.canal_json import CanalJsonEncoder, expected, go_string
-from spark_jobs.devkit.simulator.model import (
+from spark_jobs.errors import ConfigError, DecodeError
+from tests.codecs.helpers import EVERY_BYTE, EVERY_TYPE, EVERY_TYPE_ROW, changefeed_decoder, decode, decode_partitions
+from tests.reference_vectors import load_vector, vector_names
+from ticdc_devkit.simulator.canal_json import CanalJsonEncoder, expected, go_string
+from ticdc_devkit.simulator.model import (
     Bootstrap,
     Column,
     Ddl,
@@ -23,9 +25,7 @@ from spark_jobs.devkit.simulator.model import (
     Watermark,
     split_key_changing_updates,
 )
-from spark_jobs.devkit.simulator.stream import encode_stream
-from tests.codecs.helpers import EVERY_BYTE, EVERY_TYPE, EVERY_TYPE_ROW, changefeed_decoder, decode, decode_partitions
-from tests.reference_vectors import load_vector, vector_names
+from ticdc_devkit.simulator.stream import encode_stream
 
 TSO = 1 << 18  # one physical millisecond in a TSO
 

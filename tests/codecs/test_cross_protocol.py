@@ -21,15 +21,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spark_jobs.canonical.values import INTEGER_TYPES, enum_elements, fsp_of, text_double, text_enum, text_set
 from spark_jobs.codecs import PROTOCOLS, ChangeEvent
-from spark_jobs.codecs.values import INTEGER_TYPES, enum_elements, fsp_of, text_double, text_enum, text_set
 from spark_jobs.ddl import classify
-from spark_jobs.devkit.simulator import avro as avro_sim
-from spark_jobs.devkit.simulator import canal_json as canal_sim
-from spark_jobs.devkit.simulator import debezium as debezium_sim
-from spark_jobs.devkit.simulator import open_protocol as open_sim
-from spark_jobs.devkit.simulator import simple as simple_sim
-from spark_jobs.devkit.simulator.model import (
+from tests.codecs.helpers import changefeed_options, decode_partitions, integer_range
+from ticdc_devkit.simulator import avro as avro_sim
+from ticdc_devkit.simulator import canal_json as canal_sim
+from ticdc_devkit.simulator import debezium as debezium_sim
+from ticdc_devkit.simulator import open_protocol as open_sim
+from ticdc_devkit.simulator import simple as simple_sim
+from ticdc_devkit.simulator.model import (
     Bootstrap,
     Column,
     Ddl,
@@ -39,8 +40,7 @@ from spark_jobs.devkit.simulator.model import (
     expected_event,
     split_key_changing_updates,
 )
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream, make_encoder, partition_events
-from tests.codecs.helpers import changefeed_options, decode_partitions, integer_range
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream, make_encoder, partition_events
 
 # The option set each variant runs with: the TiDB extension on wherever the protocol has one.
 

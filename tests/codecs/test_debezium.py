@@ -11,15 +11,15 @@ from decimal import Decimal
 import orjson
 import pytest
 
+from spark_jobs.canonical.events import FLAGS, ChangeEvent
 from spark_jobs.codecs import make_decoder
-from spark_jobs.codecs.errors import DecodeError
-from spark_jobs.codecs.events import FLAGS, ChangeEvent
-from spark_jobs.devkit.simulator.debezium import DebeziumEncoder, expected
-from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark, expected_event
-from spark_jobs.devkit.simulator.stream import encode_stream, partition_events
-from spark_jobs.devkit.simulator.workload import create_table_sql
+from spark_jobs.errors import DecodeError
 from tests.codecs.helpers import EVERY_BYTE, decode, decode_partitions, integer_columns, integer_limits
 from tests.reference_vectors import load_vector, vector_names
+from ticdc_devkit.simulator.debezium import DebeziumEncoder, expected
+from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark, expected_event
+from ticdc_devkit.simulator.stream import encode_stream, partition_events
+from ticdc_devkit.simulator.workload import create_table_sql
 
 # ---- (a) every reference vector ----------------------------------------------------------------
 

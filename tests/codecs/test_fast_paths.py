@@ -18,9 +18,6 @@ from spark_jobs.codecs import DecodeError, fast_paths, make_decoder
 from spark_jobs.codecs import canal_json as canal_codec
 from spark_jobs.codecs.open_protocol import OpenDecoder
 from spark_jobs.codecs.simple import _SimpleDecoder
-from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table
-from spark_jobs.devkit.simulator.stream import encode_stream
-from spark_jobs.devkit.simulator.workload import create_table_sql
 from tests.codecs.helpers import (
     EVERY_TYPE,
     EVERY_TYPE_ROW,
@@ -28,6 +25,9 @@ from tests.codecs.helpers import (
     changefeed_options,
     decode_partitions,
 )
+from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table
+from ticdc_devkit.simulator.stream import encode_stream
+from ticdc_devkit.simulator.workload import create_table_sql
 
 # Where each protocol's precise path starts: called for every row image when fast paths are off.
 PRECISE_PATHS = {

@@ -22,11 +22,11 @@ from typing import Any
 import orjson
 import pytest
 
+from spark_jobs.canonical.events import FLAGS, KINDS, OPS
 from spark_jobs.codecs import PROTOCOLS, ChangeEvent, DecodeError
-from spark_jobs.codecs.events import FLAGS, KINDS, OPS
-from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
-from spark_jobs.devkit.simulator.stream import encode_stream
 from tests.codecs.helpers import EVERY_BYTE, changefeed_decoder, changefeed_options
+from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.stream import encode_stream
 
 JSON_PROTOCOLS = ("canal-json", "open", "debezium", "simple-json")
 INPUTS_PER_PROTOCOL = 20_000

@@ -11,14 +11,14 @@ import orjson
 import pytest
 
 from spark_jobs.codecs import make_decoder
-from spark_jobs.codecs.errors import ConfigError, DecodeError
 from spark_jobs.codecs.large_message import compress
 from spark_jobs.codecs.open_protocol import go_unquote
-from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
-from spark_jobs.devkit.simulator.open_protocol import OpenEncoder, expected, go_float, go_quote
-from spark_jobs.devkit.simulator.stream import encode_stream, partition_events
+from spark_jobs.errors import ConfigError, DecodeError
 from tests.codecs.helpers import EVERY_BYTE, INTEGER_COLUMNS, decode, decode_partitions, integer_limits
 from tests.reference_vectors import load_vector, vector_names
+from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.open_protocol import OpenEncoder, expected, go_float, go_quote
+from ticdc_devkit.simulator.stream import encode_stream, partition_events
 
 VERSION = (1).to_bytes(8, "big")
 
@@ -917,8 +917,8 @@ def test_corrupted_messages_only_ever_raise_decode_error():
     "zone", ["UTC", "Asia/Shanghai", "America/New_York", "Europe/London", "Australia/Lord_Howe", "+05:45"]
 )
 def test_fast_timestamp_conversion_equals_the_values_function(zone):
+    from spark_jobs.canonical.values import text_timestamp_from_zone
     from spark_jobs.codecs.open_protocol import parse_time_zone
-    from spark_jobs.codecs.values import text_timestamp_from_zone
 
     rng = random.Random(zone)
     texts = [

@@ -14,16 +14,16 @@ import fastavro
 import orjson
 import pytest
 
+from spark_jobs.canonical import values as V
 from spark_jobs.codecs import make_decoder
 from spark_jobs.codecs import simple as codec
-from spark_jobs.codecs import values as V
-from spark_jobs.codecs.errors import DecodeError, SchemaNotYetKnown
 from spark_jobs.codecs.large_message import compress
-from spark_jobs.devkit.simulator import simple as sim
-from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
-from spark_jobs.devkit.simulator.stream import encode_stream, partition_events
+from spark_jobs.errors import DecodeError, SchemaNotYetKnown
 from tests.codecs.helpers import EVERY_BYTE, decode_partitions, integer_limits
 from tests.reference_vectors import load_vector, vector_names
+from ticdc_devkit.simulator import simple as sim
+from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.stream import encode_stream, partition_events
 
 # ---- the documentation's `simple.user` table, as the reference vectors use it -------------------------
 

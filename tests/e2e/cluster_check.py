@@ -12,12 +12,12 @@ import json
 import sys
 
 from spark_jobs.config import load_config
-from spark_jobs.devkit.simulator.shop_stream import shop_stream
 from spark_jobs.runtime.spark_session import get_spark
 from spark_jobs.runtime.tables import BRONZE_MESSAGES
 from spark_jobs.silver.build import rebuild_silver
 from tests.e2e.test_ingest_dag import GOLD_V1, assert_gold_equals_oracle, last_watermark, of_shop
 from tests.e2e.test_rebuild import silver_of_source
+from ticdc_devkit.simulator.shop_stream import shop_stream
 
 
 def main(what: str, config_path: str) -> None:

@@ -18,7 +18,7 @@ def source_config(pipeline_config, broker):
     takes `landing` / `decoding` settings as overrides; `runtime` replaces the test session's runtime.
     """
     from spark_jobs.config import KafkaSettings, SchemaRegistrySettings, SourceSettings
-    from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS
+    from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS
 
     def make(
         name: str,

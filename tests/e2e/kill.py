@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from spark_jobs.config import RuntimeSettings, SparkSettings
-from spark_jobs.devkit.simulator.model import Message, Watermark
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from spark_jobs.devkit.simulator.workload import Workload
+from ticdc_devkit.simulator.model import Message, Watermark
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from ticdc_devkit.simulator.workload import Workload
 
 RUN_TIMEOUT_SECONDS = 900.0
 BIN = Path(sys.executable).parent

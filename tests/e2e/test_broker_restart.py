@@ -31,12 +31,12 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from spark_jobs.config import load_config
-from spark_jobs.devkit.broker import EmbeddedBroker, produce
-from spark_jobs.devkit.simulator.model import Message
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from spark_jobs.devkit.simulator.workload import random_workload
 from tests.e2e.kill import check_in_own_process, own_runtime
 from tests.e2e.test_faults import EXIT_TRANSIENT, library_lines, problem_lines
+from ticdc_devkit.broker import EmbeddedBroker, produce
+from ticdc_devkit.simulator.model import Message
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from ticdc_devkit.simulator.workload import random_workload
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,4 @@
-"""Cluster mode on a loopback cluster of the real programs (`ticdc-lake cluster up`): a Hive Metastore service,
+"""Cluster mode on a loopback cluster of the real programs (`ticdc-kit cluster up`): a Hive Metastore service,
 a Spark standalone master and worker, the Spark Thrift Server, the broker and Airflow's scheduler, dag processor
 and API server, each its own process.
 
@@ -25,13 +25,13 @@ import time
 import pytest
 
 from spark_jobs.config import DEFAULT_CONFIG
-from spark_jobs.devkit.broker import create_topics, produce
-from spark_jobs.devkit.cluster import LoopbackCluster
-from spark_jobs.devkit.simulator.model import RowChange
-from spark_jobs.devkit.simulator.shop_stream import shop_stream, shop_stream_more
-from spark_jobs.devkit.simulator.stream import encode_stream
 from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES
 from tests.conftest import TEST_HOME
+from ticdc_devkit.broker import create_topics, produce
+from ticdc_devkit.cluster import LoopbackCluster
+from ticdc_devkit.simulator.model import RowChange
+from ticdc_devkit.simulator.shop_stream import shop_stream, shop_stream_more
+from ticdc_devkit.simulator.stream import encode_stream
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 

@@ -33,13 +33,13 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.model import Ddl, RowChange
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from spark_jobs.devkit.simulator.workload import Workload, random_workload
 from spark_jobs.gold.publish import tidb_time
 from tests.e2e.kill import BIN, REPO, check_in_own_process, own_runtime, run
 from tests.e2e.test_gold_oracle import expected_spark_type
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.model import Ddl, RowChange
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from ticdc_devkit.simulator.workload import Workload, random_workload
 
 pytestmark = pytest.mark.e2e
 
@@ -289,12 +289,12 @@ def assert_days_are_upstream(spark, workload: Workload, days: list[dt.date]) -> 
     from pyspark.sql import functions as F
 
     from spark_jobs.backfill.daily import DATE_COLUMN, TS_COLUMN, end_of_day_ts
-    from spark_jobs.codecs.values import canonical_type
-    from spark_jobs.devkit.gold_check import oracle_state, rows_state
-    from spark_jobs.devkit.simulator.oracle import upstream_schemas, upstream_state_in_shape
+    from spark_jobs.canonical.values import canonical_type
     from spark_jobs.gold import names
     from spark_jobs.runtime.sql import qualified
     from tests.e2e.test_gold_oracle import by_key
+    from ticdc_devkit.gold_check import oracle_state, rows_state
+    from ticdc_devkit.simulator.oracle import upstream_schemas, upstream_state_in_shape
 
     now = workload.consistent_ts
     schemas = upstream_schemas(workload.events, as_of=now, preexisting=workload.preexisting)

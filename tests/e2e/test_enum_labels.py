@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from spark_jobs.codecs.values import text_enum, text_set
+from spark_jobs.canonical.values import text_enum, text_set
 from spark_jobs.silver.merges import labelled_rows
 
 pytestmark = pytest.mark.e2e

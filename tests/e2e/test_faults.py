@@ -28,14 +28,14 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.bronze.land import land_bronze
-from spark_jobs.devkit.broker import EmbeddedBroker, produce
-from spark_jobs.devkit.registry import StandInRegistry
-from spark_jobs.devkit.simulator.model import Message
 from spark_jobs.errors import RegistryUnavailableError
 from spark_jobs.runtime.tables import SILVER_PENDING, SILVER_QUARANTINE, SILVER_ROW_CHANGES, SILVER_RUNS
 from spark_jobs.silver.build import build_silver
 from tests.e2e.kill import own_runtime
 from tests.e2e.test_silver import count_of, land_and_decode, logical_stream, publish, silver_rows
+from ticdc_devkit.broker import EmbeddedBroker, produce
+from ticdc_devkit.registry import StandInRegistry
+from ticdc_devkit.simulator.model import Message
 
 pytestmark = pytest.mark.e2e
 

@@ -8,10 +8,6 @@ from __future__ import annotations
 import pytest
 
 from spark_jobs.bronze.land import land_bronze
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.model import Ddl, Watermark
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from spark_jobs.devkit.simulator.workload import Workload, create_table_sql
 from spark_jobs.errors import DbtError
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
@@ -21,6 +17,10 @@ from spark_jobs.silver.build import build_silver
 from tests.e2e.test_gold_late_rows import ITEMS, change
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream
 from tests.e2e.test_silver import tso
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.model import Ddl, Watermark
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from ticdc_devkit.simulator.workload import Workload, create_table_sql
 
 pytestmark = pytest.mark.e2e
 

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.config import load_config
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.workload import Workload, random_workload
 from spark_jobs.runtime.spark_session import get_spark
 from tests.e2e.kill import check_in_own_process, own_runtime, run, slices
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.workload import Workload, random_workload
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 

@@ -10,11 +10,6 @@ import shutil
 import pytest
 
 from spark_jobs.bronze.land import land_bronze
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.registry import running_registry
-from spark_jobs.devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from spark_jobs.devkit.simulator.workload import Workload, create_table_sql, random_workload
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.runtime.sql import quote_ident
@@ -22,6 +17,11 @@ from spark_jobs.runtime.tables import SILVER_QUARANTINE
 from spark_jobs.silver.build import build_silver, replay_quarantine
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream
 from tests.e2e.test_silver import of_source, tso
+from ticdc_devkit.broker import produce
+from ticdc_devkit.registry import running_registry
+from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from ticdc_devkit.simulator.workload import Workload, create_table_sql, random_workload
 
 pytestmark = pytest.mark.e2e
 

@@ -16,11 +16,6 @@ import pytest
 import yaml
 
 from spark_jobs.bronze.land import land_bronze
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
-from spark_jobs.devkit.simulator.oracle import upstream_schemas
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from spark_jobs.devkit.simulator.workload import Workload, create_table_sql, quote_name, random_workload
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
@@ -28,6 +23,11 @@ from spark_jobs.runtime.sql import quote_ident
 from spark_jobs.silver.build import build_silver
 from tests.e2e.test_gold_oracle import PARTITIONS, assert_gold_is_upstream, gold_tables, redelivered
 from tests.e2e.test_silver import tso
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.oracle import upstream_schemas
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from ticdc_devkit.simulator.workload import Workload, create_table_sql, quote_name, random_workload
 
 pytestmark = pytest.mark.e2e
 

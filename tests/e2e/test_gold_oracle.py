@@ -3,7 +3,7 @@
 For every protocol variant a seeded random upstream workload (inserts, updates, key changes, deletes, every
 DDL the generator draws, a table that existed before the changefeed, watermarks) is encoded as TiCDC would,
 split into several landings at random points with redeliveries, and carried through the real pipeline
-(broker, bronze, silver, dbt gold). After each run gold must equal the oracle (spark_jobs.devkit.simulator.oracle)
+(broker, bronze, silver, dbt gold). After each run gold must equal the oracle (ticdc_devkit.simulator.oracle)
 as of the consistent timestamp, row by row and value by value, and every gold table's columns and types
 must be the upstream table's. Its history table must answer, for every moment up to the consistent timestamp
 (every earlier consistent ts and every commit ts of the stream, and the moment just before each), exactly the
@@ -18,18 +18,18 @@ import random
 import pytest
 
 from spark_jobs.bronze.land import land_bronze
-from spark_jobs.codecs.values import canonical_type
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.gold_check import gold_state, oracle_state, rows_state
-from spark_jobs.devkit.registry import running_registry
-from spark_jobs.devkit.simulator.model import Ddl, RowChange, dispatch_partition
-from spark_jobs.devkit.simulator.oracle import key_text, upstream_schemas, upstream_state, upstream_state_in_shape
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from spark_jobs.devkit.simulator.workload import random_workload
+from spark_jobs.canonical.values import canonical_type
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.runtime.sql import quote_ident
 from spark_jobs.silver.build import build_silver
+from ticdc_devkit.broker import produce
+from ticdc_devkit.gold_check import gold_state, oracle_state, rows_state
+from ticdc_devkit.registry import running_registry
+from ticdc_devkit.simulator.model import Ddl, RowChange, dispatch_partition
+from ticdc_devkit.simulator.oracle import key_text, upstream_schemas, upstream_state, upstream_state_in_shape
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from ticdc_devkit.simulator.workload import random_workload
 
 pytestmark = pytest.mark.e2e
 

@@ -11,20 +11,20 @@ import threading
 import pytest
 
 from spark_jobs.bronze.land import land_bronze
+from spark_jobs.canonical.values import canonical_type
 from spark_jobs.cli import main
-from spark_jobs.codecs.values import canonical_type
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.gold_check import oracle_state, rows_state
-from spark_jobs.devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
-from spark_jobs.devkit.simulator.oracle import upstream_state
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from spark_jobs.devkit.simulator.workload import create_table_sql
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.gold.history import as_of
 from spark_jobs.gold.publish import latest_publication, read_published, tag_name
 from spark_jobs.silver.build import build_silver
 from tests.e2e.test_silver import tso
+from ticdc_devkit.broker import produce
+from ticdc_devkit.gold_check import oracle_state, rows_state
+from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.oracle import upstream_state
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from ticdc_devkit.simulator.workload import create_table_sql
 
 pytestmark = pytest.mark.e2e
 

@@ -1,6 +1,6 @@
 """The ingest DAG end to end: real broker, Spark, Iceberg, dbt and Airflow, checked against an oracle.
 
-The oracle applies the same statements to a dict (spark_jobs.devkit.simulator.oracle); gold must equal it
+The oracle applies the same statements to a dict (ticdc_devkit.simulator.oracle); gold must equal it
 row by row as of the consistent timestamp, which is the last watermark.
 """
 
@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.codecs.values import canonical_type
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.gold_check import gold_state, oracle_state
-from spark_jobs.devkit.simulator.model import RowChange, Watermark
-from spark_jobs.devkit.simulator.oracle import upstream_state
-from spark_jobs.devkit.simulator.shop_stream import (
+from spark_jobs.canonical.values import canonical_type
+from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_QUARANTINE, SILVER_ROW_CHANGES
+from ticdc_devkit.broker import produce
+from ticdc_devkit.gold_check import gold_state, oracle_state
+from ticdc_devkit.simulator.model import RowChange, Watermark
+from ticdc_devkit.simulator.oracle import upstream_state
+from ticdc_devkit.simulator.shop_stream import (
     CUSTOMERS,
     CUSTOMERS_V2,
     ORDERS,
@@ -22,8 +23,7 @@ from spark_jobs.devkit.simulator.shop_stream import (
     shop_stream_more,
     tso,
 )
-from spark_jobs.devkit.simulator.stream import encode_stream
-from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_QUARANTINE, SILVER_ROW_CHANGES
+from ticdc_devkit.simulator.stream import encode_stream
 
 pytestmark = pytest.mark.e2e
 

@@ -11,15 +11,14 @@ from spark_jobs.bronze.land import (
     adopt_summary_offsets,
     commit_batch,
     committed_offsets,
-    iceberg_table,
     land_bronze,
-    main_snapshot,
     offsets_property,
 )
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.model import Message
 from spark_jobs.errors import ConcurrentLandingError, LandingGapError
+from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
 from spark_jobs.runtime.tables import BRONZE_LANDING_GAPS, BRONZE_LANDING_RUNS, BRONZE_MESSAGES, ensure_tables
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.model import Message
 
 pytestmark = pytest.mark.e2e
 

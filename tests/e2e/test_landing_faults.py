@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.model import Message
 from tests.e2e.kill import own_runtime, run, stderr_shows
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.model import Message
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 

@@ -12,18 +12,19 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.bronze import land as landing
-from spark_jobs.bronze.land import committed_offsets, iceberg_table, land_bronze, main_snapshot
+from spark_jobs.bronze.land import committed_offsets, land_bronze
 from spark_jobs.config import MaintenanceSettings
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.model import Message
-from spark_jobs.devkit.simulator.shop_stream import shop_stream, shop_stream_more
-from spark_jobs.devkit.simulator.stream import encode_stream
 from spark_jobs.errors import ConcurrentLandingError, DbtError
 from spark_jobs.gold.build import build_gold, run_dbt
-from spark_jobs.runtime.maintenance import gold_tables, maintain, stale_landing_branches
+from spark_jobs.maintenance import gold_tables, maintain, stale_landing_branches
+from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
 from spark_jobs.runtime.tables import BRONZE_MESSAGES, TABLES
 from spark_jobs.silver.build import build_silver
 from tests.e2e.test_landing import bronze_records, expected_records
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.model import Message
+from ticdc_devkit.simulator.shop_stream import shop_stream, shop_stream_more
+from ticdc_devkit.simulator.stream import encode_stream
 
 pytestmark = pytest.mark.e2e
 

@@ -24,10 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.model import Message, Watermark
-from spark_jobs.devkit.simulator.shop_stream import shop_stream, shop_stream_more
-from spark_jobs.devkit.simulator.stream import encode_stream
 from spark_jobs.gold.publish import latest_publication
 from spark_jobs.runtime.tables import (
     BRONZE_LANDING_RUNS,
@@ -38,6 +34,10 @@ from spark_jobs.runtime.tables import (
     SILVER_RUNS,
 )
 from tests.conftest import REPO, TEST_HOME
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.model import Message, Watermark
+from ticdc_devkit.simulator.shop_stream import shop_stream, shop_stream_more
+from ticdc_devkit.simulator.stream import encode_stream
 
 pytestmark = pytest.mark.e2e
 

@@ -13,19 +13,19 @@ import threading
 
 import pytest
 
+from spark_jobs import steps
 from spark_jobs.bronze.land import land_bronze
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.workload import random_workload
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold, published_tables
 from spark_jobs.gold.publish import current_snapshot
 from spark_jobs.runtime.lock import source_lock
-from spark_jobs.runtime.rebuild import rebuild_layer
 from spark_jobs.runtime.tables import BRONZE_LANDING_RUNS, SILVER_RUNS, TABLES
 from spark_jobs.silver.build import build_silver
 from tests.e2e.kill import slices
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, gold_snapshot
 from tests.e2e.test_ingest_dag import _dags_folder
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.workload import random_workload
 
 pytestmark = pytest.mark.e2e
 
@@ -110,7 +110,7 @@ def test_each_layer_rebuilt_equals_incremental_and_ingest_waits_for_a_rebuild(
     def rebuild_holding_the_source():
         with source_lock(config.local_dir, SOURCE, "rebuild gold"):
             held.set()
-            rebuild_layer(spark, config, SOURCE, "gold")
+            steps.rebuild({"source": SOURCE, "layer": "gold"}, config)
             finished["at"] = dt.datetime.now()
 
     rebuilding = threading.Thread(target=rebuild_holding_the_source)

@@ -11,20 +11,8 @@ import random
 
 import pytest
 
-from spark_jobs.bronze.land import land_bronze, main_snapshot
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.registry import running_registry
-from spark_jobs.devkit.simulator.model import (
-    Bootstrap,
-    Column,
-    Ddl,
-    Message,
-    RowChange,
-    Table,
-    Watermark,
-    expected_event,
-)
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from spark_jobs.bronze.land import land_bronze
+from spark_jobs.runtime.iceberg import main_snapshot
 from spark_jobs.runtime.tables import (
     BRONZE_MESSAGES,
     SILVER_DDL_EVENTS,
@@ -35,6 +23,19 @@ from spark_jobs.runtime.tables import (
     SILVER_WATERMARKS,
 )
 from spark_jobs.silver.build import build_silver, rebuild_silver, replay_quarantine
+from ticdc_devkit.broker import produce
+from ticdc_devkit.registry import running_registry
+from ticdc_devkit.simulator.model import (
+    Bootstrap,
+    Column,
+    Ddl,
+    Message,
+    RowChange,
+    Table,
+    Watermark,
+    expected_event,
+)
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 
 pytestmark = pytest.mark.e2e
 
@@ -175,7 +176,7 @@ def expected_rows(events):
 
 
 def encode_split(events):
-    from spark_jobs.devkit.simulator.model import split_key_changing_updates
+    from ticdc_devkit.simulator.model import split_key_changing_updates
 
     return [e for e in split_key_changing_updates(events) if isinstance(e, RowChange)]
 

@@ -20,15 +20,15 @@ import sys
 import pytest
 
 from spark_jobs.config import MaintenanceSettings, load_config
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.workload import Workload, random_workload
-from spark_jobs.runtime.maintenance import stale_landing_branches
+from spark_jobs.maintenance import stale_landing_branches
 from spark_jobs.runtime.spark_session import get_spark
 from spark_jobs.runtime.tables import BRONZE_MESSAGES
 from spark_jobs.silver.build import rebuild_silver
 from tests.e2e.kill import check_in_own_process, own_runtime, run, slices, stderr_shows
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from tests.e2e.test_rebuild import silver_of_source
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.workload import Workload, random_workload
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 

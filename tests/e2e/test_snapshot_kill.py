@@ -14,17 +14,17 @@ import sys
 import pytest
 
 from spark_jobs.config import load_config
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.dumpling_export import write_export
-from spark_jobs.devkit.simulator.model import Ddl, RowChange, Watermark
-from spark_jobs.devkit.simulator.oracle import upstream_schemas, upstream_state
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from spark_jobs.devkit.simulator.workload import random_workload
 from spark_jobs.runtime.spark_session import get_spark
 from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, SILVER_SNAPSHOT_LOADS
 from tests.e2e.kill import BIN, check_in_own_process, own_runtime, run, stderr_shows
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from tests.e2e.test_snapshot_load import cut
+from ticdc_devkit.broker import produce
+from ticdc_devkit.dumpling_export import write_export
+from ticdc_devkit.simulator.model import Ddl, RowChange, Watermark
+from ticdc_devkit.simulator.oracle import upstream_schemas, upstream_state
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from ticdc_devkit.simulator.workload import random_workload
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 

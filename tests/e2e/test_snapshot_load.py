@@ -15,17 +15,17 @@ import pytest
 
 from spark_jobs.backfill.snapshot import load_snapshot
 from spark_jobs.bronze.land import land_bronze
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.dumpling_export import write_export
-from spark_jobs.devkit.simulator.model import Ddl, RowChange, Watermark
-from spark_jobs.devkit.simulator.oracle import upstream_schemas, upstream_state
-from spark_jobs.devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
-from spark_jobs.devkit.simulator.workload import random_workload
 from spark_jobs.errors import ConfigError, SnapshotRefused
 from spark_jobs.gold.build import build_gold
 from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, SILVER_SNAPSHOT_LOADS
 from spark_jobs.silver.build import build_silver, rebuild_silver
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream, gold_snapshot
+from ticdc_devkit.broker import produce
+from ticdc_devkit.dumpling_export import write_export
+from ticdc_devkit.simulator.model import Ddl, RowChange, Watermark
+from ticdc_devkit.simulator.oracle import upstream_schemas, upstream_state
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from ticdc_devkit.simulator.workload import random_workload
 
 pytestmark = pytest.mark.e2e
 

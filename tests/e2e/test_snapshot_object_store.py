@@ -1,6 +1,6 @@
 """A Dumpling export in an object store: `ticdc-lake backfill snapshot --from s3://bucket/prefix` reads it there.
 
-The store is moto's S3 on loopback (spark_jobs/devkit/object_store.py; S3 itself cannot run here), reached through
+The store is moto's S3 on loopback (devkit/ticdc_devkit/object_store.py; S3 itself cannot run here), reached through
 fsspec's s3fs with the endpoint and credentials from the environment, as a deployment passes them. The load runs
 as a `ticdc-lake` process of its own (its Spark tasks read the files with that environment); what silver holds
 is read in a process of its own afterwards.
@@ -15,14 +15,14 @@ import sys
 import pytest
 
 from spark_jobs.config import load_config
-from spark_jobs.devkit.dumpling_export import write_export
-from spark_jobs.devkit.object_store import ObjectStore
-from spark_jobs.devkit.simulator.model import RowChange
-from spark_jobs.devkit.simulator.oracle import upstream_schemas, upstream_state
-from spark_jobs.devkit.simulator.workload import random_workload
 from spark_jobs.runtime.spark_session import get_spark
 from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, SILVER_SNAPSHOT_LOADS
 from tests.e2e.kill import BIN, check_in_own_process, own_runtime
+from ticdc_devkit.dumpling_export import write_export
+from ticdc_devkit.object_store import ObjectStore
+from ticdc_devkit.simulator.model import RowChange
+from ticdc_devkit.simulator.oracle import upstream_schemas, upstream_state
+from ticdc_devkit.simulator.workload import random_workload
 
 pytestmark = pytest.mark.e2e
 

@@ -2,8 +2,8 @@
 
 from confluent_kafka import Consumer, TopicPartition
 
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.model import Message
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.model import Message
 
 
 def test_round_trip_bytes_headers_and_watermarks(broker):

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.codecs.events import DDL_TYPES
-from spark_jobs.codecs.values import canonical_type
+from spark_jobs.canonical.events import DDL_TYPES
+from spark_jobs.canonical.values import canonical_type
 from spark_jobs.ddl import classify, inferred_schema, interpret
 
 TS = 1_704_067_200_123 << 18  # 2024-01-01 00:00:00.123 UTC

@@ -13,10 +13,10 @@ import pytest
 from spark_jobs import ddl
 from spark_jobs.backfill import dumpling
 from spark_jobs.backfill.dumpling import CsvOptions, DataFile, ExportError, Hex
-from spark_jobs.devkit.dumpling_export import write_export
-from spark_jobs.devkit.simulator.model import RowChange
-from spark_jobs.devkit.simulator.oracle import upstream_schemas, upstream_state
-from spark_jobs.devkit.simulator.workload import random_workload
+from ticdc_devkit.dumpling_export import write_export
+from ticdc_devkit.simulator.model import RowChange
+from ticdc_devkit.simulator.oracle import upstream_schemas, upstream_state
+from ticdc_devkit.simulator.workload import random_workload
 
 EMPLOYEE = {
     "columns": [

@@ -20,10 +20,6 @@ from spark_jobs.bronze.kafka_reader import MESSAGE_SCHEMA, BrokerWatch, metadata
 from spark_jobs.codecs import DecodeError, make_decoder
 from spark_jobs.codecs.large_message import read_claim_check, write_claim_check
 from spark_jobs.codecs.schema_registry import SchemaRegistryClient, clear_cache
-from spark_jobs.devkit.broker import free_port
-from spark_jobs.devkit.registry import StandInRegistry
-from spark_jobs.devkit.simulator.model import Column, RowChange, Table
-from spark_jobs.devkit.simulator.stream import encode_stream
 from spark_jobs.errors import (
     BrokerUnavailableError,
     ClaimCheckUnavailableError,
@@ -33,6 +29,10 @@ from spark_jobs.errors import (
     transient_fault_in,
 )
 from spark_jobs.silver.decode import decode_batches
+from ticdc_devkit.processes import free_port
+from ticdc_devkit.registry import StandInRegistry
+from ticdc_devkit.simulator.model import Column, RowChange, Table
+from ticdc_devkit.simulator.stream import encode_stream
 
 ITEMS = Table("f", "items", (Column("id", "int", nullable=False), Column("name", "varchar(8)")), key=("id",))
 

@@ -5,19 +5,13 @@ from __future__ import annotations
 import json
 
 from spark_jobs.config import KafkaSettings, SourceSettings
-from spark_jobs.devkit.broker import produce
-from spark_jobs.devkit.simulator.model import Message
+from spark_jobs.gold.publish import published_ts, record_publication
 from spark_jobs.status.live import BrokerOffsets, high_watermarks
 from spark_jobs.status.metrics import prometheus_text
-from spark_jobs.status.snapshot import (
-    HISTORY_LIMIT,
-    published_ts,
-    read_snapshot,
-    record_publication,
-    snapshot_path,
-    write_snapshot,
-)
+from spark_jobs.status.snapshot import HISTORY_LIMIT, read_snapshot, snapshot_path, write_snapshot
 from spark_jobs.status.view import source_view
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.model import Message
 
 NOW = 1_800_000_000_000
 TS = (NOW - 90_000) << 18  # a TiDB ts 90 s before NOW

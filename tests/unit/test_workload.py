@@ -19,26 +19,26 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs.canonical.values import INTEGER_TYPES, canonical_value, enum_elements
 from spark_jobs.codecs import PROTOCOLS
-from spark_jobs.codecs.values import INTEGER_TYPES, canonical_value, enum_elements
 from spark_jobs.ddl import classify
-from spark_jobs.devkit.gold_check import canonical_text, oracle_state
-from spark_jobs.devkit.registry import running_registry
-from spark_jobs.devkit.simulator.avro import sanitize_name
-from spark_jobs.devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark, key_changed
-from spark_jobs.devkit.simulator.oracle import Upstream, key_text, upstream_schemas, upstream_state, zero_value
-from spark_jobs.devkit.simulator.shop_stream import shop_stream, shop_stream_more, tso
-from spark_jobs.devkit.simulator.stream import encode_stream, make_encoder, partition_events
-from spark_jobs.devkit.simulator.workload import PROTOCOL_LIMITS, quote_name, random_workload
 from tests.codecs.helpers import changefeed_options, decode_partitions
 from tests.codecs.test_cross_protocol import EXPECTED
+from ticdc_devkit.gold_check import canonical_text, oracle_state
+from ticdc_devkit.registry import running_registry
+from ticdc_devkit.simulator.avro import sanitize_name
+from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark, key_changed
+from ticdc_devkit.simulator.oracle import Upstream, key_text, upstream_schemas, upstream_state, zero_value
+from ticdc_devkit.simulator.shop_stream import shop_stream, shop_stream_more, tso
+from ticdc_devkit.simulator.stream import encode_stream, make_encoder, partition_events
+from ticdc_devkit.simulator.workload import PROTOCOL_LIMITS, quote_name, random_workload
 
 SEEDS = range(20)
 
 
 # A workload's fingerprint, printed by a fresh interpreter (str hashing differs per process).
 FINGERPRINT = (
-    "import hashlib; from spark_jobs.devkit.simulator.workload import random_workload; "
+    "import hashlib; from ticdc_devkit.simulator.workload import random_workload; "
     "w = random_workload(7, hostile_names=True, protocol='avro'); "
     "print(hashlib.sha256(repr((w.events, w.preexisting)).encode()).hexdigest())"
 )

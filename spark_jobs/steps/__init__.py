@@ -1,0 +1,109 @@
+"""The entry layer: every DAG task and every `ticdc-lake` command is one call to a step here.
+
+A step owns what every entry needs and no layer below it does: the configuration (a loaded one, its file, or
+`$TICDC_LAKE_CONFIG`), the source's lock when it writes (runs of one source never write at once), the process's
+Spark session, and a result of plain fields (a DAG task returns its `xcom()`, the command prints its `lines()`).
+Below this layer nothing loads a configuration file, takes a lock or starts a session on its own.
+
+Importing this package costs nothing (DAG files import it while Airflow parses them): a step's module, and Spark
+with it, is imported the first time the step is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# the name of each step (or what goes with it) -> the module that defines it
+_WHERE = {
+    "CSV_FIELDS": "backfill",
+    "day_status": "backfill",
+    "load_snapshot": "backfill",
+    "snapshot_request": "backfill",
+    "write_day": "backfill",
+    "pack_env": "cluster",
+    "serve_thrift": "cluster",
+    "configured_sources": "context",
+    "check_freshness": "ingest",
+    "decode": "ingest",
+    "generate_docs": "ingest",
+    "land": "ingest",
+    "publish_gold": "ingest",
+    "record_status": "ingest",
+    "run_once": "ingest",
+    "as_of": "inspect",
+    "check_config": "inspect",
+    "decode_messages": "inspect",
+    "quarantine_list": "inspect",
+    "quarantine_replay": "inspect",
+    "maintain": "maintain",
+    "maintain_gold": "maintain",
+    "maintain_shared": "maintain",
+    "maintenance_report": "maintain",
+    "LAYERS": "rebuild",
+    "rebuild": "rebuild",
+    "rebuild_request": "rebuild",
+    "failure_callback": "spark_jobs.runtime.freshness",  # what every DAG's tasks alert with
+    "FRESHNESS_ERROR": "spark_jobs.runtime.freshness",
+}
+
+__all__ = [
+    "CSV_FIELDS",
+    "FRESHNESS_ERROR",
+    "LAYERS",
+    "as_of",
+    "check_config",
+    "check_freshness",
+    "configured_sources",
+    "day_status",
+    "decode",
+    "decode_messages",
+    "failure_callback",
+    "generate_docs",
+    "land",
+    "load_snapshot",
+    "maintain",
+    "maintain_gold",
+    "maintain_shared",
+    "maintenance_report",
+    "pack_env",
+    "publish_gold",
+    "quarantine_list",
+    "quarantine_replay",
+    "rebuild",
+    "rebuild_request",
+    "record_status",
+    "run_once",
+    "serve_thrift",
+    "snapshot_request",
+    "write_day",
+]
+
+if TYPE_CHECKING:
+    from spark_jobs.runtime.freshness import ERROR as FRESHNESS_ERROR
+    from spark_jobs.runtime.freshness import failure_callback
+    from spark_jobs.steps.backfill import CSV_FIELDS, day_status, load_snapshot, snapshot_request, write_day
+    from spark_jobs.steps.cluster import pack_env, serve_thrift
+    from spark_jobs.steps.context import configured_sources
+    from spark_jobs.steps.ingest import (
+        check_freshness,
+        decode,
+        generate_docs,
+        land,
+        publish_gold,
+        record_status,
+        run_once,
+    )
+    from spark_jobs.steps.inspect import as_of, check_config, decode_messages, quarantine_list, quarantine_replay
+    from spark_jobs.steps.maintain import maintain, maintain_gold, maintain_shared, maintenance_report
+    from spark_jobs.steps.rebuild import LAYERS, rebuild, rebuild_request
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    where = importlib.import_module(module if "." in module else f"{__name__}.{module}")
+    value = getattr(where, "ERROR" if name == "FRESHNESS_ERROR" else name)
+    globals()[name] = value
+    return value
