@@ -55,9 +55,12 @@ test: venv check-java check-browser
 test-fast: venv
 	$(BIN)/python -m pytest -m "not e2e and not long and not cluster"
 
+# ruff (style), import-linter (the layers of docs/architecture.md: pyproject.toml's [tool.importlinter]; the checkout
+# and plugins/ on the path make the DAG files the package `dags`), mypy and sqlfluff (the dbt project's SQL).
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PYTHONPATH=.:plugins $(BIN)/lint-imports --no-cache
 
 format: venv
 	$(BIN)/ruff check --fix .

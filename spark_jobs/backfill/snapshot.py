@@ -4,7 +4,7 @@ TiDB users start a changefeed at the TSO of a Dumpling export; the lakehouse sta
 CREATE statements become `snapshot` DDL events at the export's TSO and its rows snapshot row changes (flag
 `snapshot`) at that TSO, so that gold is the export plus every change after it: gold and history take a table's
 snapshot as its state at that TSO, and changes the changefeed sent at or before it do not apply again
-(docs/architecture.md, "Snapshot loads").
+(docs/architecture.md, decision 15).
 
 The data files are read by Spark tasks, one task per file (`-F`/`-r` in Dumpling splits big tables), so no row
 passes through the driver. A load is recorded in `silver.snapshot_loads` when it starts and again when it

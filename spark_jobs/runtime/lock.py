@@ -1,9 +1,9 @@
 """One writer per source at a time: the ingest steps and the rebuilds of a source take its lock, so a run of
 the ingest DAG triggered while a rebuild runs waits for it (and the other way round), instead of both writing.
 
-A thread that already holds a source's lock takes it again at no cost (`ticdc-lake run` takes it for each of its
-steps, the continuous driver for its whole life). The lock is an exclusive `flock` on `<local_dir>/locks/<source>.lock`, taken before the Spark session opens (in
-embedded mode two processes cannot share the metastore anyway). The kernel drops it when its process ends, even
+A thread that already holds a source's lock takes it again at no cost (`ticdc-lake run` holds it across its
+steps, each of which takes it too). The lock is an exclusive `flock` on `<local_dir>/locks/<source>.lock`, taken
+before the Spark session opens (in embedded mode two processes cannot share the metastore anyway). The kernel drops it when its process ends, even
 by SIGKILL, so a killed run never leaves a stale lock. The file says who holds it, for the waiting side's log.
 In cluster mode `runtime.local_dir` must be a directory every Airflow worker shares.
 """
