@@ -61,6 +61,8 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHONPATH=.:plugins $(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
+	$(BIN)/sqlfluff lint dbt_project/models
 
 format: venv
 	$(BIN)/ruff check --fix .

@@ -36,6 +36,12 @@ def ingest_dag(source_name: str):
                 title="Rebuild gold from silver",
                 description="Replace every gold table of the source from silver instead of applying what is new.",
             ),
+            "full_check": Param(
+                False,
+                type="boolean",
+                title="Check every table whole",
+                description="The run's dbt checks read every gold and history table whole, not only what it changed.",
+            ),
         },
     )
     def ingest():
@@ -85,8 +91,10 @@ def ingest_dag(source_name: str):
         @task(outlets=[gold_asset(source_name)])
         def publish_gold() -> dict:
             """Build and test the gold tables up to the consistent timestamp with dbt; returns rows per table."""
-            rebuild = bool(get_current_context()["params"]["rebuild_gold"])
-            return steps.publish_gold(source_name, rebuild=rebuild).xcom()
+            params = get_current_context()["params"]
+            return steps.publish_gold(
+                source_name, rebuild=bool(params["rebuild_gold"]), full_check=bool(params["full_check"])
+            ).xcom()
 
         @task
         def check_freshness(published: dict) -> dict:
@@ -101,8 +109,7 @@ def ingest_dag(source_name: str):
         @task(trigger_rule="all_done")
         def record_status(published: dict | None) -> str:
             """Write the source's status snapshot (the status page reads it, without Spark): numbers from the
-            tables (gold's row counts from publish_gold when it ran), this run's task durations from Airflow.
-            Returns the snapshot's path."""
+            tables and the gold state, this run's task durations from Airflow. Returns the snapshot's path."""
             context = get_current_context()
             run = context["dag_run"]
             started = run.start_date or run.run_after
@@ -110,13 +117,14 @@ def ingest_dag(source_name: str):
                 crumb["task_id"]: (crumb["state"], crumb["duration"])
                 for crumb in context["ti"].get_task_breadcrumbs(run.dag_id, run.run_id)
             }
-            gold_rows = (published or {}).get("tables")
-            return steps.record_status(source_name, run.run_id, int(started.timestamp() * 1000), tasks, gold_rows)
+            return steps.record_status(source_name, run.run_id, int(started.timestamp() * 1000), tasks)
 
         @task
         def generate_docs(published: dict) -> dict:
-            """Regenerate the dbt docs site against the real tables (Browse > dbt docs); returns what it documents."""
-            return {"gold_tables": len(published["tables"]), **steps.generate_docs(source_name).xcom()}
+            """Regenerate the dbt docs site (Browse > dbt docs), describing again only the tables the run built;
+            returns what it documents."""
+            built = published["built"]
+            return {"gold_tables": len(published["tables"]), **steps.generate_docs(source_name, built).xcom()}
 
         # record_status is not last: a DAG run's state is its last tasks', and it succeeds after a failed layer
         published = publish_gold()

@@ -95,7 +95,11 @@ def cmd_silver(args) -> int:
 
 
 def cmd_gold(args) -> int:
-    return _printed(steps.publish_gold(args.source, args.config, rebuild=args.rebuild, test=not args.skip_tests))
+    return _printed(
+        steps.publish_gold(
+            args.source, args.config, rebuild=args.rebuild, test=not args.skip_tests, full_check=args.check_all
+        )
+    )
 
 
 def cmd_run(args) -> int:
@@ -199,7 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--rebuild", action="store_true", help="clear the source's silver, decode all of bronze (= rebuild silver)"
     )
     p = _source_command(sub, "gold", cmd_gold, "build the gold tables with dbt")
-    p.add_argument("--skip-tests", action="store_true", help="do not run the dbt tests after building")
+    p.add_argument("--skip-tests", action="store_true", help="do not run the dbt checks after building")
+    p.add_argument(
+        "--check-all", action="store_true", help="check every gold and history table whole, not only what changed"
+    )
     p.add_argument(
         "--rebuild", action="store_true", help="every gold and history table from silver (= rebuild gold+history)"
     )

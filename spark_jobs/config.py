@@ -200,7 +200,7 @@ def _build(tp: Any, data: Any, where: str, file: Path) -> Any:
         if data is None:
             return None
         return _build(args[0], data, where, file)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise fail(f"must be a mapping, got {type(data).__name__}")
         hints = typing.get_type_hints(tp)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Self
 
 __all__ = [
     "BrokerUnavailableError",
@@ -104,15 +105,15 @@ class TransientFault(RuntimeError):
         self.detail, self.source = detail, source
         super().__init__(f"source {source}: {detail}" if source else detail)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Self], tuple[str, str | None]]:
         return type(self), (self.detail, self.source)
 
     @classmethod
-    def at(cls, address: str, problem: str, check: str, source: str | None = None) -> TransientFault:
+    def at(cls, address: str, problem: str, check: str, source: str | None = None) -> Self:
         """`<service> <address, credentials redacted> <problem>; check <what to check>`."""
         return cls(f"{cls.service} {redact_address(address)} {problem}; check {check}", source)
 
-    def for_source(self, source: str) -> TransientFault:
+    def for_source(self, source: str) -> Self:
         return self if self.source == source else type(self)(self.detail, source)
 
 

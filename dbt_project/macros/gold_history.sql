@@ -5,16 +5,18 @@
 
   A change that is not a delete opens a version at its commit ts; the row's next change closes it (a delete
   only closes), and so does the first TRUNCATE TABLE or Dumpling snapshot after it (a snapshot is the table's
-  state at its ts: what was open before is closed there, and its rows open versions). `_valid_to_ts` is null while the version is
-  current. Values are shaped exactly as gold's (gold_values): renames, drops and retypes apply to history as
-  to the current table.
+  state at its ts: what was open before is closed there, and its rows open versions). `_valid_to_ts` is null while
+  the version is current. Values are shaped exactly as gold's (gold_values): renames, drops and retypes apply to
+  history as to the current table.
 
-  The `gold_history` materialization shares gold's plan (gold_refresh_plan, read from this table's own
-  properties): it rebuilds when gold would. Otherwise, when every new change is newer than what the last run
-  published, it closes the open version of each changed key at the key's first new change and appends the
-  versions the new changes open, reading only the new changes; when a change came late (gold_late_changes), it
-  recomputes every version of the keys that changed (a late change splits the version it falls into),
-  replacing those keys' versions.
+  The `gold_history` materialization follows the plan's history mode (gold_plan.sql): rebuild replaces the table
+  from silver; incremental, when every change is newer than the recorded state, reads only the new changes and
+  in one MERGE closes each changed key's open version at the key's first new change and adds the versions the new
+  changes open; when a change came late it recomputes every version of the changed keys (a late change splits the
+  version it falls into), replacing those keys' versions.
+
+  The MERGE is safe to run again over what a killed run wrote: a version is matched by its key and start (and
+  written again, equal), and only a version still open and older than the key's first new change is closed.
 -#}
 
 {#- Oldest change first: the reverse of newest_change_first. -#}
@@ -23,37 +25,22 @@
 {%- endmacro %}
 
 
-{#- The keys with a change that silver gained since the last run or that the consistent ts has just passed, each
-    with the commit ts of the first such change. -#}
-{% macro history_changed_keys(table_uid, plan) %}
-    select table_changes.row_key, min(table_changes.commit_ts) as first_change_ts
-    from {{ ref('int_table_changes') }} as table_changes
-    inner join {{ ref('int_gold_tables') }} as gold_table
-        on table_changes.source_name = gold_table.source_name
-        and table_changes.table_uid = gold_table.table_uid
-        and table_changes.commit_ts <= gold_table.consistent_ts
-    where gold_table.source_name = {{ sql_string(var('source_name')) }}
-      and gold_table.table_uid = {{ sql_string(table_uid) }}
-      and (table_changes.silver_seq > {{ sql_integer(plan.previous_silver_seq) }}
-           or table_changes.commit_ts > {{ sql_integer(plan.previous_consistent_ts) }})
-    group by table_changes.row_key
-{% endmacro %}
-
-
-{#- The model body: the versions to publish (rebuild) or the versions of the changed keys (incremental). -#}
-{% macro gold_history(table_uid) %}
-{%- set source_name = var('source_name') -%}
-{%- set plan = gold_refresh_plan(table_uid) -%}
+{#- The model body: the versions to publish (rebuild), or for an incremental run the versions the candidate
+    changes open with one `_close_at_ts` row per changed key: the key's first new change, where its open version
+    ends (with a late change, every version of those keys is replaced instead). -#}
+{% macro gold_history(source_name, table_uid) %}
+{%- set plan = gold_refresh_plan(source_name, table_uid, 'history') -%}
+{%- set closing = plan.mode == 'incremental' -%}
 
 with
 
-{{ gold_table_inputs(table_uid) }}
+{{ gold_table_inputs(plan, table_uid, closing and not plan.late) }}
 
 truncations as (
 
     select coalesce(collect_list(valid_from_ts), array()) as truncated_at
     from {{ ref('int_schema_versions') }}
-    where source_name = {{ sql_string(source_name) }}
+    where source_name = {{ sql_string(plan.source_name) }}
       and table_uid = {{ sql_string(table_uid) }}
       and ddl_type in ('truncate_table', 'snapshot')
 
@@ -109,7 +96,8 @@ shaped as (
         open_for_a_while.op as _op,
         {{ gold_values('open_for_a_while') }} as _values
     from open_for_a_while
-    cross join gold_table
+    inner join version_maps
+        on open_for_a_while.version_from_ts = version_maps.version_from_ts
 
 ),
 
@@ -128,7 +116,41 @@ typed as (
 
 )
 
+{%- if closing %},
+
+closings as (
+
+    select row_key as _row_key, min(commit_ts) as _close_at_ts
+    from candidate_changes
+    group by row_key
+
+),
+
+merged as (
+
+    select typed.*, cast(null as bigint) as _close_at_ts from typed
+    union all
+    select
+        closings._row_key,
+        cast(null as bigint) as _valid_from_ts,
+        cast(null as bigint) as _valid_to_ts,
+        cast(null as timestamp) as _valid_from,
+        cast(null as timestamp) as _valid_to,
+        cast(null as string) as _op,
+        cast(null as boolean) as _is_current
+        {%- for column in plan.columns %},
+        cast(null as {{ gold_type(column['type']) | trim }}) as {{ quote_name(column['name']) }}
+        {%- endfor %},
+        closings._close_at_ts
+    from closings
+
+)
+
+select * from merged
+{%- else %}
+
 select * from typed
+{%- endif %}
 {% endmacro %}
 
 
@@ -151,44 +173,44 @@ select * from typed
 {% materialization gold_history, adapter='spark' %}
     {%- set table_uid = config.require('table_uid') -%}
     {%- set target_relation = this.incorporate(type='table') -%}
-    {%- set plan = gold_refresh_plan(table_uid) -%}
+    {%- set plan = gold_refresh_plan(config.require('source_name'), table_uid, 'history') -%}
     {{ run_hooks(pre_hooks) }}
     {%- if plan.mode == 'rebuild' -%}
         {{ gold_replace_table('history', target_relation, plan, table_uid, sql) }}
-    {%- else -%}
+    {%- elif plan.mode == 'incremental' -%}
         {{ gold_widen_columns('history', target_relation, plan) }}
-        {%- set changed = run_query("select count(*) from (" ~ history_changed_keys(table_uid, plan) ~ ")").columns[0].values()[0] -%}
-        {%- if changed > 0 and plan.late_changes == 0 -%}
-            {#- every change is newer than the history: it closes each changed key's open version and adds its own.
-                Versions newer than the recorded consistent ts are a killed run's, appended again below. -#}
-            {% call statement('drop_unrecorded_versions') -%}
-                delete from {{ target_relation }}
-                where _valid_from_ts > {{ sql_integer(plan.previous_consistent_ts) }}
-            {%- endcall %}
-            {% call statement('close_versions') -%}
+        {%- set columns = ['_row_key', '_valid_from_ts', '_valid_to_ts', '_valid_from', '_valid_to', '_op', '_is_current'] -%}
+        {%- for column in plan.columns -%} {%- do columns.append(quote_name(column['name'])) -%} {%- endfor -%}
+        {%- if not plan.late -%}
+            {#- a version is written once (matched again by key and start), and a key's open version closes at
+                the key's first new change -#}
+            {% call statement('main') -%}
                 merge into {{ target_relation }} as t
-                using ({{ history_changed_keys(table_uid, plan) }}) as s
-                on t._row_key = s.row_key and t._valid_to_ts is null
-                when matched then update set
-                    t._valid_to_ts = s.first_change_ts,
-                    t._valid_to = {{ tidb_ts_time('s.first_change_ts') }},
+                using ({{ sql }}) as s
+                on t._row_key = s._row_key
+                   and ((s._close_at_ts is null and t._valid_from_ts = s._valid_from_ts)
+                        or (s._close_at_ts is not null and t._valid_to_ts is null and t._valid_from_ts < s._close_at_ts))
+                when matched and s._close_at_ts is not null then update set
+                    t._valid_to_ts = s._close_at_ts,
+                    t._valid_to = {{ tidb_ts_time('s._close_at_ts') }},
                     t._is_current = false
+                when matched then update set {% for column in columns %}{{ ', ' if not loop.first }}t.{{ column }} = s.{{ column }}{% endfor %}
+                when not matched and s._close_at_ts is null then insert ({{ columns | join(', ') }})
+                    values ({% for column in columns %}{{ ', ' if not loop.first }}s.{{ column }}{% endfor %})
             {%- endcall %}
-        {%- elif changed > 0 -%}
+        {%- else -%}
             {#- a late change splits a version: every version of the changed keys is computed again -#}
             {% call statement('replace_versions') -%}
                 delete from {{ target_relation }}
-                where _row_key in (select row_key from ({{ history_changed_keys(table_uid, plan) }}))
+                where _row_key in (select _row_key from ({{ sql }}) where _close_at_ts is not null)
             {%- endcall %}
-        {%- endif -%}
-        {%- if changed > 0 -%}
             {% call statement('main') -%}
-                insert into {{ target_relation }} {{ sql }}
+                insert into {{ target_relation }} ({{ columns | join(', ') }})
+                select {{ columns | join(', ') }} from ({{ sql }}) where _close_at_ts is null
             {%- endcall %}
-        {%- else -%}
-            {% call statement('main') -%} select 'no changes for {{ target_relation }}' {%- endcall %}
         {%- endif -%}
-        {{ gold_record_progress('history', target_relation, plan, table_uid, changed) }}
+    {%- else -%}
+        {% call statement('main') -%} select 'nothing to apply to {{ target_relation }}' {%- endcall %}
     {%- endif -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target_relation]}) }}

@@ -7,8 +7,8 @@ mechanism) into `daily_<source>.<database>__<table>` (`names.daily_table`), part
 day's timestamp in `_as_of_ts` and the row's `_row_key`. Rows are in the table's latest shape, as history keeps
 them.
 
-A day is written only when it is complete: the source's consistent timestamp (its newest publication, or its
-history tables' `ticdc.consistent-ts`) has reached the day's end (`day_status`); otherwise `write_day` refuses.
+A day is written only when it is complete: the source's consistent timestamp (what its gold and history tables are
+consistent as of, `history.consistent_ts`) has reached the day's end (`day_status`); otherwise `write_day` refuses.
 Writing a day replaces exactly that day's partition in one commit per table (an Iceberg overwrite filtered on the
 date); a partition that already holds the same rows is left alone, so writing a day again makes no new snapshot.
 Columns the table gained since an earlier day are added to the daily table (earlier days read them as null), a
@@ -27,10 +27,8 @@ from dataclasses import dataclass, field
 
 from spark_jobs.errors import IncompleteDayError
 from spark_jobs.gold import history, names
-from spark_jobs.gold.publish import latest_publication
 from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.sql import quote_ident
-from spark_jobs.runtime.tables import GOLD_PUBLICATIONS
 
 log = logging.getLogger(__name__)
 
@@ -83,25 +81,9 @@ class DailyResult(Result):
     seconds: float = 0.0
 
 
-def source_consistent_ts(spark, source: str) -> int | None:
-    """The source's consistent timestamp: its newest publication's, else the lowest `ticdc.consistent-ts` of its
-    history tables; None when it has neither."""
-    if spark.catalog.tableExists(GOLD_PUBLICATIONS):
-        publication = latest_publication(spark, source)
-        if publication is not None:
-            return int(publication["consistent_ts"])
-    stamps = []
-    for name in _history_tables(spark, source):
-        relation = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(name)}"
-        value = dict(spark.sql(f"SHOW TBLPROPERTIES {relation}").collect()).get("ticdc.consistent-ts")
-        if value is not None and value.isdigit():
-            stamps.append(int(value))
-    return min(stamps) if stamps else None
-
-
 def day_status(spark, source: str, day: dt.date, timezone: str = "UTC") -> DayStatus:
     """Whether the source's tables are known to the end of `day`: its consistent ts has reached the day's end."""
-    return DayStatus(day, timezone, end_of_day_ts(day, timezone), source_consistent_ts(spark, source))
+    return DayStatus(day, timezone, end_of_day_ts(day, timezone), history.consistent_ts(spark, source))
 
 
 def tables_at(spark, source: str, ts: int) -> list[tuple[str, str]]:

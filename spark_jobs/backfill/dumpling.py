@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -235,6 +235,7 @@ def _skip_space(data: bytes, pos: int) -> int:
 
 def _sql_row(data: bytes, pos: int, where: str) -> tuple[list[bytes | Hex | None], int]:
     values: list[bytes | Hex | None] = []
+    value: bytes | Hex | None
     while True:
         pos = _skip_space(data, pos)
         if data[pos : pos + 1] == b")" and not values:
@@ -380,11 +381,17 @@ def canonical_rows(
     names = [c["name"] for c in schema["columns"]]
     zone = time_zone(data) if file.format == "sql" else "+00:00"
     converters = {c["name"]: value_converter(c["type"], zone) for c in schema["columns"]}
+    rows: Iterator[tuple[list[str] | None, Sequence[bytes | Hex | None]]]
     if file.format == "sql":
         rows = sql_rows(data, where)
     else:
         lines = csv_rows(data, csv_options, where)
-        header = [f.decode("utf-8") for f in next(lines, [])] if csv_options.header else None
+        # a header field written as the null value is that text (no column is named so: an ExportError below)
+        header = (
+            [(f if f is not None else csv_options.null_value).decode("utf-8") for f in next(lines, [])]
+            if csv_options.header
+            else None
+        )
         rows = ((header, fields) for fields in lines)
     for number, (columns, values) in enumerate(rows, start=1):
         columns = columns or names

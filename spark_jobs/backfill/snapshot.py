@@ -194,7 +194,7 @@ def _plan(fs, root: str, location: str, tables: frozenset[tuple[str, str]] | Non
     except dumpling.ExportError as exc:
         raise ConfigError(f"backfill snapshot --from {location}: {exc}") from None
     present = set(export.schemas)
-    missing = sorted(f"{d}.{t}" for d, t in (tables or set()) - present)
+    missing = sorted(f"{d}.{t}" for d, t in (tables or frozenset()) - present)
     if missing:
         raise ConfigError(f"backfill snapshot --from {location}: the export has no table {', '.join(missing)}")
     return export, present if tables is None else set(tables)

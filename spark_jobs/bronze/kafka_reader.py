@@ -17,6 +17,7 @@ import time
 from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow as pa
 
@@ -188,11 +189,12 @@ def read_range(
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        if m.offset() >= end:  # the rest of the range holds no records (transaction markers)
+                        # an end-of-partition event carries the offset it reached
+                        if cast(int, m.offset()) >= end:  # the rest of the range holds no records (transaction markers)
                             next_offset = end
                         continue
                     raise KafkaRangeError(f"{topic}[{partition}] at offset {next_offset}: {err}")
-                offset = m.offset()
+                offset = cast(int, m.offset())  # None only for an event without a record, which has an error
                 if offset >= end:
                     next_offset = end
                     break

@@ -31,7 +31,7 @@ import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from spark_jobs.bronze.kafka_reader import RangeRead
 from spark_jobs.bronze.plan import Gap, LandingPlan, OffsetRange, TopicPartition, plan_landing
@@ -190,7 +190,7 @@ def _encode_offsets(offsets: dict[TopicPartition, int]) -> str:
 
 
 def source_topics(source: SourceSettings, available: list[str]) -> list[str]:
-    if source.topics:
+    if source.topics or source.topic_pattern is None:  # the configuration has exactly one of them
         return list(source.topics)
     pattern = re.compile(source.topic_pattern)
     return sorted(t for t in available if pattern.fullmatch(t) and not t.startswith("__"))
@@ -302,7 +302,7 @@ def _landing_base(table) -> int:
         transaction.updateProperties().set(SUMMARY_OFFSETS_ADOPTED, "true").commit()
         transaction.commitTransaction()
         snapshot = main_head(table)
-    return snapshot
+    return cast(int, snapshot)  # the commit above gave main its first snapshot
 
 
 def commit_batch(
@@ -582,7 +582,7 @@ def _next_offsets(plan: LandingPlan, reads: dict[TopicPartition, RangeRead]) -> 
                 f"{r.topic}[{r.partition}]: read {read.records} records for {r.count} offsets {r.start}..{r.end - 1}"
             )
         if read.cut_short:
-            next_offsets[(r.topic, r.partition)] = read.last_offset + 1
+            next_offsets[(r.topic, r.partition)] = cast(int, read.last_offset) + 1  # cut short after a record
     return next_offsets
 
 
@@ -627,7 +627,7 @@ def _record_run(
         rows.append(
             LandingRunRow(
                 source=result.source,
-                batch_id=result.batch_id,
+                batch_id=cast(str, result.batch_id),  # a run that landed records has its batch
                 topic=r.topic,
                 partition=r.partition,
                 start_offset=r.start,

@@ -82,7 +82,9 @@ class ChangeEvent:
         }
 
 
-def table_schema(database: str, table: str, columns: list[dict[str, Any]], key_columns: list[str]) -> dict[str, Any]:
+def table_schema(
+    database: str, table: str | None, columns: list[dict[str, Any]], key_columns: list[str]
+) -> dict[str, Any]:
     """The structured schema carried in ddl/bootstrap events.
 
     columns: [{"name": str, "type": canonical type, "nullable": bool, "elements": [labels] (enum/set only)}]

@@ -12,6 +12,7 @@ import decimal
 import re
 import struct
 from decimal import Decimal
+from typing import Any
 
 INTEGER_TYPES = ("tinyint", "smallint", "mediumint", "int", "bigint")
 CHAR_TYPES = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext")
@@ -107,7 +108,7 @@ def int_bits(base: str) -> int:
 _DECIMAL_CONTEXT = decimal.Context(prec=65, traps=[decimal.InvalidOperation])
 
 
-def text_decimal(value: Decimal | str, scale: int | None) -> str:
+def text_decimal(value: Decimal | str | int, scale: int | None) -> str:
     """Exact digits with the column's scale; `scale=None` keeps the digits as given."""
     d = value if isinstance(value, Decimal) else Decimal(str(value).strip())
     if scale is not None:
@@ -130,7 +131,8 @@ _F32 = struct.Struct("<f")
 
 
 def to_float32(x: float) -> float:
-    return _F32.unpack(_F32.pack(x))[0]
+    narrowed: float = _F32.unpack(_F32.pack(x))[0]
+    return narrowed
 
 
 def text_float(value: float | str) -> str:
@@ -252,10 +254,13 @@ def text_timestamp_from_zone(text: str, zone: dt.tzinfo | None, fsp: int | None 
 # ---- expected text for the simulator (Python value -> canonical text) -----------------------------
 
 
-def canonical_value(definition: str, value) -> str | None:
+def canonical_value(definition: str, value: Any) -> str | None:
     """Canonical text of a typed Python value in a column of this MySQL type (the simulator's oracle)."""
-    if value is None:
-        return None
+    return None if value is None else canonical_text(definition, value)
+
+
+def canonical_text(definition: str, value: Any) -> str:
+    """`canonical_value` of a value that is not None, so text for certain (the DDL interpreter's defaults)."""
     base, _args, _unsigned = parse_type(definition)
     if base in INTEGER_TYPES:
         return text_int(value)
@@ -276,12 +281,14 @@ def canonical_value(definition: str, value) -> str | None:
     if base == "bit":
         return text_int(value)
     if base == "enum":
-        return value
+        label: str = value
+        return label
     if base == "set":
         chosen = set(value) if not isinstance(value, str) else set(value.split(",")) - {""}
         return ",".join(e for e in enum_elements(definition) if e in chosen)
     if base in BINARY_TYPES:
         return text_bytes(value)
     if base == "json":
-        return value
+        document: str = value
+        return document
     return str(value)

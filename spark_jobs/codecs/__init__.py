@@ -34,14 +34,17 @@ class Decoder(_Protocol):
     # option name -> (type, default); unknown names are a ConfigError
     OPTIONS: dict[str, tuple[type, Any]]
 
+    def __init__(self, options: dict[str, Any]) -> None: ...
+
     def decode(self, key: bytes | None, value: bytes | None, headers: Headers = None) -> list[ChangeEvent]: ...
 
 
-def decoder_class(protocol: str):
+def decoder_class(protocol: str) -> type[Decoder]:
     if protocol not in _DECODERS:
         raise ConfigError(f"unknown protocol {protocol!r}; allowed: {', '.join(PROTOCOLS)}")
     module, name = _DECODERS[protocol]
-    return getattr(importlib.import_module(module), name)
+    cls: type[Decoder] = getattr(importlib.import_module(module), name)
+    return cls
 
 
 def validate_options(protocol: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -92,6 +95,7 @@ __all__ = [
     "ConfigError",
     "DecodeError",
     "Decoder",
+    "Headers",
     "SchemaNotYetKnown",
     "decoder_class",
     "make_decoder",

@@ -24,9 +24,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from fastavro import parse_schema, schemaless_reader
+from fastavro.types import Schema as AvroSchema
 
 from spark_jobs.canonical.events import ChangeEvent
 from spark_jobs.canonical.values import (
@@ -42,6 +43,7 @@ from spark_jobs.canonical.values import (
 from spark_jobs.canonical.values import (
     time_zone as values_time_zone,
 )
+from spark_jobs.codecs import Headers
 from spark_jobs.codecs.schema_registry import SchemaRegistryClient
 from spark_jobs.errors import ConfigError, DecodeError
 
@@ -58,7 +60,7 @@ EXTENSION_FIELDS = frozenset(
         "_tidb_checksum_version",
     }
 )
-_OPS = {"c": "insert", "u": "update"}
+_OPS: dict[object, str] = {"c": "insert", "u": "update"}  # looked up with whatever _tidb_op holds
 _U64 = 1 << 64
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
 _DATETIME_RE = re.compile(r"\d{4}-(0\d|1[0-2])-([0-2]\d|3[01]) ([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?\Z")
@@ -88,6 +90,10 @@ _AVRO_TYPES = {
 }
 
 
+# a field's raw Avro value (int, str, bytes, Decimal, ... as its Avro type reads) -> canonical text
+Converter = Callable[[Any], str]
+
+
 def time_zone(name: str | None) -> dt.tzinfo:
     """The changefeed's time zone (values.time_zone), as a tzinfo: UTC is `dt.UTC`, which the converters test for."""
     return values_time_zone(name) or dt.UTC
@@ -103,11 +109,11 @@ class WriterSchema:
     """One registered schema, compiled: where it comes from and how to turn each field into text."""
 
     schema_id: int
-    parsed: dict
+    parsed: AvroSchema
     full_name: str
     database: str
     table: str
-    fields: tuple[tuple[str, Callable[[Any], str] | None], ...]
+    fields: tuple[tuple[str, Converter | None], ...]
     column_types: dict[str, str]
     columns: list[dict[str, Any]]
     extension: bool
@@ -115,7 +121,7 @@ class WriterSchema:
 
 class AvroDecoder:
     protocol = PROTOCOL
-    OPTIONS = {
+    OPTIONS: dict[str, tuple[type, Any]] = {
         "schema-registry-url": (str, None),
         "schema-registry-username": (str, None),
         "schema-registry-password": (str, None),
@@ -126,7 +132,7 @@ class AvroDecoder:
         "time-zone": (str, "UTC"),
     }
 
-    def __init__(self, options: dict):
+    def __init__(self, options: dict[str, Any]):
         if not options.get("schema-registry-url"):
             raise ConfigError("protocol avro needs schema-registry-url")
         if options.get("avro-decimal-handling-mode") not in DECIMAL_MODES:
@@ -156,14 +162,12 @@ class AvroDecoder:
         columns = self._last_columns.get((database, table))
         return None if columns is None else [dict(c) for c in columns]
 
-    def decode(self, key: bytes | None, value: bytes | None, headers=None) -> list[ChangeEvent]:
-        if not key and not value:
-            raise DecodeError(PROTOCOL, "message has neither key nor value", "key")
-        key_schema = key_record = None
-        if key:
-            key_schema, key_record = self._read(key, "key")
+    def decode(self, key: bytes | None, value: bytes | None, headers: Headers = None) -> list[ChangeEvent]:
         if not value:
-            return [self._delete(key_schema, key_record)]
+            if not key:
+                raise DecodeError(PROTOCOL, "message has neither key nor value", "key")
+            return [self._delete(*self._read(key, "key"))]
+        key_schema = self._read(key, "key")[0] if key else None
         schema, record = self._read(value, "value")
         if key_schema is not None and key_schema.full_name != schema.full_name:
             raise DecodeError(PROTOCOL, f"key is a {key_schema.full_name} record but value a {schema.full_name}", "key")
@@ -199,7 +203,7 @@ class AvroDecoder:
             )
         ]
 
-    def _delete(self, key_schema: WriterSchema, key_record: dict) -> ChangeEvent:
+    def _delete(self, key_schema: WriterSchema, key_record: dict[str, Any]) -> ChangeEvent:
         before = _convert(key_schema, key_record, "key")
         return ChangeEvent(
             kind="row",
@@ -214,7 +218,7 @@ class AvroDecoder:
             flags=["commit_ts_inferred", "handle_key_only", "types_partial"],
         )
 
-    def _read(self, data: bytes, part: str) -> tuple[WriterSchema, dict]:
+    def _read(self, data: bytes, part: str) -> tuple[WriterSchema, dict[str, Any]]:
         if len(data) < 5:
             raise DecodeError(PROTOCOL, f"{part} is {len(data)} bytes, shorter than the 5-byte Confluent header", part)
         if data[0] != 0:
@@ -228,7 +232,8 @@ class AvroDecoder:
         stream = io.BytesIO(data)
         stream.seek(5)
         try:
-            record = schemaless_reader(stream, schema.parsed, None)
+            # a record schema reads as a dict (fastavro's type is the union of every Avro value)
+            record = cast(dict[str, Any], schemaless_reader(stream, schema.parsed, None))
         except Exception as exc:
             raise DecodeError(
                 PROTOCOL,
@@ -260,7 +265,7 @@ class AvroDecoder:
         return schema
 
 
-def _convert(schema: WriterSchema, record: dict, part: str) -> dict[str, str | None]:
+def _convert(schema: WriterSchema, record: dict[str, Any], part: str) -> dict[str, str | None]:
     row: dict[str, str | None] = {}
     name = None
     try:
@@ -286,11 +291,15 @@ def _compile(schema_id: int, doc: Any, zone: dt.tzinfo, where: str) -> WriterSch
     if not isinstance(name, str) or not isinstance(namespace, str) or "." not in namespace:
         raise bad("record namespace is not `<changefeed namespace>.<database>`")
     database = namespace.split(".", 1)[1]
-    fields, column_types, columns, extension = [], {}, [], False
+    fields: list[tuple[str, Converter | None]] = []
+    column_types: dict[str, str] = {}
+    columns: list[dict[str, Any]] = []
+    extension = False
     for field in doc["fields"]:
         if not isinstance(field, dict) or not isinstance(field.get("name"), str):
             raise bad("a field without a name")
-        field_name, field_type = field["name"], field.get("type")
+        field_name: str = field["name"]
+        field_type: Any = field.get("type")  # the schema's JSON: a type name, a union list or a dict
         nullable = isinstance(field_type, list) and "null" in field_type
         if isinstance(field_type, list):
             branches = [b for b in field_type if b != "null"]
@@ -315,7 +324,7 @@ def _compile(schema_id: int, doc: Any, zone: dt.tzinfo, where: str) -> WriterSch
             raise bad(f"field {field_name}: {exc}") from None
         fields.append((field_name, convert))
         column_types[field_name] = canonical
-        column = {"name": field_name, "type": canonical, "nullable": nullable}
+        column: dict[str, Any] = {"name": field_name, "type": canonical, "nullable": nullable}
         if elements is not None:
             column["elements"] = elements
         columns.append(column)
@@ -328,7 +337,9 @@ def _compile(schema_id: int, doc: Any, zone: dt.tzinfo, where: str) -> WriterSch
     )
 
 
-def _converter(tidb_type: str, field_type: dict, zone: dt.tzinfo):
+def _converter(
+    tidb_type: str, field_type: dict[str, Any], zone: dt.tzinfo
+) -> tuple[Converter | None, str, list[str] | None]:
     """(raw Avro value -> canonical text or None for as-is, canonical type, ENUM/SET labels or None)."""
     avro_type = field_type["type"]
     if tidb_type == "INT" or tidb_type == "BIGINT":
@@ -431,7 +442,7 @@ def _escape_label(label: str) -> str:
     return label.replace(",", "\\,").replace("\\'", "'").replace("''", "'")
 
 
-def _in_allowed(label: str, labels: frozenset, allowed: str) -> bool:
+def _in_allowed(label: str, labels: frozenset[str], allowed: str) -> bool:
     """Whether a label is one of the column's: by the parsed labels, else by its escaped text being
     one comma-delimited item of `allowed` (where the escaping made the parsed labels ambiguous)."""
     return label in labels or f",{_escape_label(label)}," in f",{allowed},"

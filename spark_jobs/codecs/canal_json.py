@@ -9,7 +9,9 @@ per-value work is one dict lookup and, for non-text columns, one small function 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from decimal import Decimal
+from typing import Any, Protocol, cast
 from zoneinfo import ZoneInfoNotFoundError
 
 import orjson
@@ -35,7 +37,7 @@ from spark_jobs.canonical.values import (
     text_year,
     time_zone,
 )
-from spark_jobs.codecs import fast_paths
+from spark_jobs.codecs import Headers, fast_paths
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
 from spark_jobs.errors import ConfigError, DecodeError
 
@@ -45,6 +47,26 @@ _ROW_OPS = {"INSERT": "insert", "UPDATE": "update", "DELETE": "delete"}
 # Exceptions a converter or a malformed document may raise; all become a DecodeError.
 _BAD_INPUT = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError)
 _TYPE_CACHE_LIMIT = 4096
+
+# a column's converter: its text -> canonical text (ValueError and the like for a bad value)
+Converter = Callable[[str], str]
+# the generated row converters: `one(row)` and `pair(data, old)`, True when they converted everything
+_One = Callable[[Any], bool]
+_Pair = Callable[[Any, Any], bool]
+
+
+class _Tagged(Protocol):
+    """A converter made per column type, tagged with the `kind` of inline code `_column_code` writes for it."""
+
+    kind: str
+
+    def __call__(self, v: str, /) -> str: ...
+
+
+class _DecimalConverter(_Tagged, Protocol):
+    """`_decimal_of`'s converter: the generated code tests a text against the shape of its `scale`."""
+
+    scale: int | None
 
 
 # ---- per-value converters (str -> canonical str); each raises ValueError on a bad value ----------
@@ -58,15 +80,15 @@ def _signed(v: str) -> str:
     raise ValueError(f"not an integer: {v!r}")
 
 
-def _unsigned_of(bits: int):
+def _unsigned_of(bits: int) -> _Tagged:
     def convert(v: str) -> str:
         if v.isdigit() and v.isascii():
             return v if v[0] != "0" or len(v) == 1 else str(int(v))
         return text_unsigned(_signed(v), bits)
 
-    convert.integer = True
-    convert.kind = "integer"
-    return convert
+    tagged = cast(_Tagged, convert)
+    tagged.kind = "integer"
+    return tagged
 
 
 _unsigned_64 = _unsigned_of(64)
@@ -82,7 +104,7 @@ def _year(v: str) -> str:
     return text_year(_signed(v))
 
 
-def _decimal_of(scale: int | None):
+def _decimal_of(scale: int | None) -> _DecimalConverter:
     def convert(v: str) -> str:
         digits = v[1:] if v[:1] == "-" else v
         whole, dot, fraction = digits.partition(".")
@@ -100,8 +122,9 @@ def _decimal_of(scale: int | None):
             raise ValueError(f"not a decimal: {v!r}")
         return text_decimal(d, scale)
 
-    convert.kind, convert.scale = "decimal", scale
-    return convert
+    tagged = cast(_DecimalConverter, convert)
+    tagged.kind, tagged.scale = "decimal", scale
+    return tagged
 
 
 def _date(v: str) -> str:
@@ -122,7 +145,7 @@ def _time(v: str) -> str:
     raise ValueError(f"not a TIME: {v!r}")
 
 
-def _timestamp_in(zone: dt.tzinfo | None):
+def _timestamp_in(zone: dt.tzinfo | None) -> Converter:
     """TIMESTAMP text in the changefeed's zone -> UTC text.
 
     The zone offset is looked up once per local minute (offsets and DST transitions fall on whole
@@ -149,10 +172,11 @@ def _timestamp_in(zone: dt.tzinfo | None):
     return convert
 
 
-def _labels_of(base: str, elements: list[str] | None):
+def _labels_of(base: str, elements: list[str] | None) -> Converter:
     """ENUM index / SET bitmask text -> its labels; without the elements (no content-compatible), the number."""
     if elements is None:
         return _bit
+    text_of: Callable[[int, list[str]], tuple[str, bool]]
     if base == "enum":
         what, greatest, text_of = "ENUM index", len(elements), text_enum
     else:
@@ -164,8 +188,9 @@ def _labels_of(base: str, elements: list[str] | None):
             raise ValueError(f"{what} {number} beyond {len(elements)} elements")
         return text_of(number, elements)[0]
 
-    convert.kind = "memo"
-    return convert
+    tagged = cast(_Tagged, convert)
+    tagged.kind = "memo"
+    return tagged
 
 
 def _binary(v: str) -> str:
@@ -177,10 +202,10 @@ class _ColumnTypes:
 
     __slots__ = ("column_types", "converters", "converting", "flags", "integers", "mysql_types", "one", "pair")
 
-    def __init__(self, mysql_types: dict, zone: dt.tzinfo | None):
-        self.converters: dict[str, object] = {}  # None: the text passes as sent
+    def __init__(self, mysql_types: dict[str, str], zone: dt.tzinfo | None):
+        self.converters: dict[str, Converter | None] = {}  # None: the text passes as sent
         self.column_types: dict[str, str] = {}
-        flags = set()
+        flags: set[str] = set()
         for name, definition in mysql_types.items():
             if type(definition) is not str:
                 raise DecodeError(PROTOCOL, f"mysqlType of {name!r} is not a string", f"mysqlType.{name}")
@@ -198,13 +223,14 @@ class _ColumnTypes:
         self.integers = [
             (n, c)
             for n, c in self.converters.items()
-            if c is _signed or c is _unsigned_64 or getattr(c, "integer", False)
+            if c is not None and (c is _signed or c is _unsigned_64 or getattr(c, "kind", None) == "integer")
         ]
         self.converting = [(n, c) for n, c in self.converters.items() if c is not None and (n, c) not in self.integers]
         self.mysql_types = dict(mysql_types)
-        self.one = self.pair = None  # generated on the first row (compile_rows)
+        self.one: _One | None = None  # generated on the first row (compile_rows), with pair
+        self.pair: _Pair | None = None
 
-    def compile_rows(self):
+    def compile_rows(self) -> _One:
         """Give this map its generated `one` / `pair` (see `_row_source`); returns `one`."""
         columns = self.integers + self.converting
         names = [n for n, _ in columns]
@@ -214,11 +240,16 @@ class _ColumnTypes:
         if make is None:
             self.one = self.pair = _no_fast_path
             return self.one
-        args = [fast_paths.DOUBLE_SHAPE] + [c for _, c in columns]
-        args += [fast_paths.decimal_shape(c.scale) for (_, c), k in zip(columns, kinds) if k == "decimal"]
+        args: list[object] = [fast_paths.DOUBLE_SHAPE] + [c for _, c in columns]
+        args += [
+            fast_paths.decimal_shape(cast(_DecimalConverter, c).scale)
+            for (_, c), k in zip(columns, kinds)
+            if k == "decimal"
+        ]
         args += [{} for k in kinds if k == "memo"]
-        self.one, self.pair = make(*args)
-        return self.one
+        rows: tuple[_One, _Pair] = make(*args)
+        self.one, self.pair = rows
+        return rows[0]
 
 
 # ---- row converters generated per mysqlType map ----------------------------------------------------
@@ -236,7 +267,7 @@ class _ColumnTypes:
 _MEMO_LIMIT = 4096
 
 
-def _no_fast_path(*images) -> bool:
+def _no_fast_path(*images: Any) -> bool:
     """`one` and `pair` under TICDC_CODECS_PRECISE_ONLY: they convert nothing, so `_convert_row` does."""
     return False
 
@@ -339,7 +370,7 @@ def _row_source(names: list[str], kinds: list[str], text_names: list[str]) -> st
     return "\n".join(lines) + "\n"
 
 
-def _converter(definition: str, zone: dt.tzinfo | None):
+def _converter(definition: str, zone: dt.tzinfo | None) -> tuple[Converter | None, bool, bool]:
     """(converter, scale unknown, enum index only) for one column's mysqlType text."""
     base, args, unsigned = parse_type(definition)
     lowered = definition.lower()
@@ -357,7 +388,7 @@ def _converter(definition: str, zone: dt.tzinfo | None):
     if base in ("enum", "set"):
         elements = enum_elements(definition) if args is not None else None
         return _labels_of(base, elements), False, elements is None
-    simple = {
+    simple: dict[str, Converter] = {
         "float": text_float,
         "double": text_double,
         "bit": _bit,
@@ -373,7 +404,7 @@ def _converter(definition: str, zone: dt.tzinfo | None):
     raise ValueError(f"unknown MySQL type {definition!r}")
 
 
-_KINDS = {
+_KINDS: dict[Converter, str] = {
     _signed: "integer",
     _bit: "bit",
     _year: "year",
@@ -398,7 +429,7 @@ class CanalJsonDecoder:
     """TiCDC Canal-JSON messages -> canonical change events."""
 
     protocol = PROTOCOL
-    OPTIONS = {
+    OPTIONS: dict[str, tuple[type, Any]] = {
         "enable-tidb-extension": (bool, False),
         "content-compatible": (bool, False),
         "only-output-updated-columns": (bool, False),
@@ -407,7 +438,7 @@ class CanalJsonDecoder:
         "time-zone": (str, "UTC"),
     }
 
-    def __init__(self, options: dict):
+    def __init__(self, options: dict[str, Any]):
         self._compression = options.get("large-message-handle-compression") or "none"
         if self._compression not in COMPRESSIONS:
             raise ConfigError(
@@ -417,10 +448,10 @@ class CanalJsonDecoder:
         self._old_is_partial = bool(options.get("only-output-updated-columns") or options.get("content-compatible"))
         self._claim_check_raw = bool(options.get("claim-check-raw-value"))
         self._zone = _zone(options.get("time-zone") or "UTC")
-        self._types: dict[tuple, _ColumnTypes] = {}
-        self._last_types: dict[tuple, _ColumnTypes] = {}
+        self._types: dict[tuple[tuple[str, str], ...], _ColumnTypes] = {}  # by the mysqlType map's items
+        self._last_types: dict[tuple[str | None, str | None], _ColumnTypes] = {}  # by (database, table)
 
-    def decode(self, key: bytes | None, value: bytes | None, headers=None) -> list[ChangeEvent]:
+    def decode(self, key: bytes | None, value: bytes | None, headers: Headers = None) -> list[ChangeEvent]:
         if not value:
             raise DecodeError(PROTOCOL, "message has no value", "value")
         events: list[ChangeEvent] = []
@@ -436,7 +467,7 @@ class CanalJsonDecoder:
             self._decode_document(doc, events, claim_checked=False)
         return events
 
-    def _documents(self, value: bytes) -> list:
+    def _documents(self, value: bytes) -> list[Any]:
         if self._compression != "none":
             value = decompress(PROTOCOL, value, self._compression)
         try:
@@ -450,7 +481,7 @@ class CanalJsonDecoder:
                 pass
         raise DecodeError(PROTOCOL, f"value is not JSON: {error}", "value")
 
-    def _decode_document(self, doc, out: list, claim_checked: bool) -> None:
+    def _decode_document(self, doc: Any, out: list[ChangeEvent], claim_checked: bool) -> None:
         if type(doc) is not dict:
             raise DecodeError(PROTOCOL, f"message is a JSON {type(doc).__name__}, not an object", "value")
         tidb = doc.get("_tidb")
@@ -484,7 +515,7 @@ class CanalJsonDecoder:
                 raise DecodeError(PROTOCOL, f"unknown event type {kind!r}", "type")
             self._rows(doc, op, tidb, out, claim_checked)
 
-    def _decode_claim_check(self, location: str, out: list) -> None:
+    def _decode_claim_check(self, location: str, out: list[ChangeEvent]) -> None:
         _, value = read_claim_check(PROTOCOL, location, self._claim_check_raw)
         if self._compression != "none":
             value = decompress(PROTOCOL, value, self._compression)
@@ -496,7 +527,7 @@ class CanalJsonDecoder:
             ) from None
         self._decode_document(doc, out, claim_checked=True)
 
-    def _commit_ts(self, doc: dict, tidb: dict | None) -> tuple[int, bool]:
+    def _commit_ts(self, doc: dict[str, Any], tidb: dict[str, Any] | None) -> tuple[int, bool]:
         """(commit_ts, inferred): `_tidb.commitTs`, else the millisecond `es` shifted into a TSO."""
         if tidb is not None and "commitTs" in tidb:
             ts = tidb["commitTs"]
@@ -510,7 +541,7 @@ class CanalJsonDecoder:
             raise DecodeError(PROTOCOL, f"es must be a non-negative integer, got {_shown(es)}", "es")
         return es << 18, True
 
-    def _names(self, doc: dict) -> tuple[str | None, str | None]:
+    def _names(self, doc: dict[str, Any]) -> tuple[str | None, str | None]:
         database, table = doc.get("database"), doc.get("table")
         if type(database) is not str:
             raise DecodeError(PROTOCOL, f"database must be a string, got {_shown(database)}", "database")
@@ -518,7 +549,7 @@ class CanalJsonDecoder:
             raise DecodeError(PROTOCOL, f"table must be a string, got {_shown(table)}", "table")
         return database or None, table or None
 
-    def _ddl(self, doc: dict, tidb: dict | None) -> ChangeEvent:
+    def _ddl(self, doc: dict[str, Any], tidb: dict[str, Any] | None) -> ChangeEvent:
         database, table = self._names(doc)
         sql = doc.get("sql")
         if type(sql) is not str or not sql.strip():
@@ -534,7 +565,7 @@ class CanalJsonDecoder:
             flags=["commit_ts_inferred"] if inferred else [],
         )
 
-    def _column_types(self, database, table, mysql_types) -> _ColumnTypes:
+    def _column_types(self, database: str | None, table: str | None, mysql_types: Any) -> _ColumnTypes:
         """Converters for this mysqlType map: the table's last map if equal, else by the map's items."""
         if type(mysql_types) is not dict:
             raise DecodeError(PROTOCOL, f"mysqlType must be an object, got {_shown(mysql_types)}", "mysqlType")
@@ -547,7 +578,7 @@ class CanalJsonDecoder:
         self._last_types[(database, table)] = found
         return found
 
-    def _types_by_items(self, mysql_types: dict) -> _ColumnTypes:
+    def _types_by_items(self, mysql_types: dict[str, Any]) -> _ColumnTypes:
         if not set(map(type, mysql_types.values())) <= _TEXT:  # the cache key must be hashable
             name = next(n for n, v in mysql_types.items() if type(v) is not str)
             raise DecodeError(PROTOCOL, f"mysqlType of {name!r} is not a string", f"mysqlType.{name}")
@@ -559,7 +590,9 @@ class CanalJsonDecoder:
             found = self._types[cache_key] = _ColumnTypes(mysql_types, self._zone)
         return found
 
-    def _rows(self, doc: dict, op: str, tidb: dict | None, out: list, claim_checked: bool) -> None:
+    def _rows(
+        self, doc: dict[str, Any], op: str, tidb: dict[str, Any] | None, out: list[ChangeEvent], claim_checked: bool
+    ) -> None:
         # the checks of _names, _commit_ts and _column_types inlined, in their order, for the usual case
         database, table = doc.get("database"), doc.get("table")
         if type(database) is str and type(table) is str:
@@ -601,7 +634,7 @@ class CanalJsonDecoder:
             old = doc.get("old")
             if type(old) is not list or len(old) != len(data):
                 raise DecodeError(PROTOCOL, f"an UPDATE needs one old row per data row, got {_shown(old)}", "old")
-            pair = types.pair
+            pair = cast(_Pair, types.pair)  # compile_rows made it with `one`
         insert = op == "insert"
         for index, row in enumerate(data):
             row_flags = flags
@@ -646,7 +679,7 @@ _TEXT = frozenset((str,))
 _TEXT_OR_NULL = frozenset((str, type(None)))
 
 
-def _convert_row(raw, types: _ColumnTypes, image: str, index: int) -> dict:
+def _convert_row(raw: Any, types: _ColumnTypes, image: str, index: int) -> dict[str, str | None]:
     """Convert one row in place: every value must be text or null, every column typed."""
     if type(raw) is not dict:
         raise DecodeError(PROTOCOL, f"a row must be an object, got {_shown(raw)}", f"{image}[{index}]")
@@ -675,6 +708,6 @@ def _convert_row(raw, types: _ColumnTypes, image: str, index: int) -> dict:
     return raw
 
 
-def _shown(value) -> str:
+def _shown(value: object) -> str:
     text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode() if value is not None else "null"
     return text if len(text) <= 60 else text[:57] + "..."

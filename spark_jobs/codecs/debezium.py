@@ -14,7 +14,9 @@ from __future__ import annotations
 import binascii
 import datetime as dt
 from base64 import b64decode
+from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 import orjson
 
@@ -39,6 +41,7 @@ from spark_jobs.canonical.values import (
     text_unsigned,
     text_year,
 )
+from spark_jobs.codecs import Headers
 from spark_jobs.errors import DecodeError
 
 PROTOCOL = "debezium"
@@ -54,18 +57,23 @@ _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _ONE_US = dt.timedelta(microseconds=1)
 _SCHEMA_CACHE_LIMIT = 4096
 
+# a column's converter: its JSON value (never None) -> canonical text; TypeError/ValueError for a bad one
+Converter = Callable[[Any], str]
+# (converter, canonical type, flags) of one column
+Compiled = tuple[Converter, str, tuple[str, ...]]
+
 
 # ---- value converters: Debezium JSON value -> canonical text (never called with None) ----------
 
 
-def _int(v) -> str:
+def _int(v: Any) -> str:
     if v.__class__ is not int:
         raise TypeError(f"expected an integer, got {v!r}")
     return text_int(v)
 
 
-def _unsigned_of(bits: int):
-    def convert(v) -> str:
+def _unsigned_of(bits: int) -> Converter:
+    def convert(v: Any) -> str:
         if v.__class__ is not int:
             raise TypeError(f"expected an integer, got {v!r}")
         return text_unsigned(v, bits)
@@ -73,40 +81,40 @@ def _unsigned_of(bits: int):
     return convert
 
 
-def _number(v) -> float:
+def _number(v: float) -> float:
     if v.__class__ is not float and v.__class__ is not int:
         raise TypeError(f"expected a number, got {v!r}")
     return v
 
 
-def _double(v) -> str:
+def _double(v: Any) -> str:
     return text_double(_number(v))
 
 
-def _float(v) -> str:
+def _float(v: Any) -> str:
     return text_float(_number(v))
 
 
-def _decimal_of(scale: int | None):
+def _decimal_of(scale: int | None) -> Converter:
     """DECIMAL sent as a double: the double's shortest digits, at the column scale when known."""
 
-    def convert(v) -> str:
+    def convert(v: Any) -> str:
         digits = Decimal(repr(float(_number(v))))
         return text_decimal(digits if scale is not None else digits.normalize(), scale)
 
     return convert
 
 
-def _date(v) -> str:
+def _date(v: Any) -> str:
     if v.__class__ is not int:
         raise TypeError(f"expected days since 1970-01-01, got {v!r}")
     return text_date(dt.date.fromordinal(_EPOCH_ORDINAL + v))
 
 
-def _datetime_of(unit_us: int, fsp: int):
+def _datetime_of(unit_us: int, fsp: int) -> Converter:
     """io.debezium.time.Timestamp (ms) / MicroTimestamp (µs) since the epoch, naive UTC."""
 
-    def convert(v) -> str:
+    def convert(v: Any) -> str:
         if v.__class__ is not int:
             raise TypeError(f"expected an epoch integer, got {v!r}")
         return text_datetime(_EPOCH + _ONE_US * (v * unit_us), fsp)
@@ -114,8 +122,8 @@ def _datetime_of(unit_us: int, fsp: int):
     return convert
 
 
-def _time_of(fsp: int):
-    def convert(v) -> str:
+def _time_of(fsp: int) -> Converter:
+    def convert(v: Any) -> str:
         if v.__class__ is not int:
             raise TypeError(f"expected microseconds, got {v!r}")
         return text_time(v, fsp)
@@ -123,7 +131,7 @@ def _time_of(fsp: int):
     return convert
 
 
-def _zoned(v) -> str:
+def _zoned(v: str) -> str:
     """io.debezium.time.ZonedTimestamp `YYYY-MM-DDTHH:MM:SS[.f]Z` (UTC) -> `YYYY-MM-DDTHH:MM:SS[.f]`, checked."""
     if (
         v.__class__ is not str
@@ -136,28 +144,28 @@ def _zoned(v) -> str:
     return v[:-1]
 
 
-def _timestamp_of(fsp: int | None):
+def _timestamp_of(fsp: int | None) -> Converter:
     """TiCDC writes exactly fsp fractional digits, so the text needs no fsp to be canonical."""
     if fsp is None:
 
-        def convert(v) -> str:
+        def convert(v: Any) -> str:
             text = _zoned(v)
             return text[:10] + " " + text[11:]
     else:
 
-        def convert(v) -> str:
+        def convert(v: Any) -> str:
             return text_timestamp_from_zone(_zoned(v), None, fsp)
 
     return convert
 
 
-def _year(v) -> str:
+def _year(v: Any) -> str:
     if v.__class__ is not int:
         raise TypeError(f"expected a year, got {v!r}")
     return text_year(v)
 
 
-def _bit1(v) -> str:
+def _bit1(v: Any) -> str:
     if v is True:
         return "1"
     if v is False:
@@ -165,26 +173,27 @@ def _bit1(v) -> str:
     raise TypeError(f"expected a boolean, got {v!r}")
 
 
-def _bits(v) -> str:
+def _bits(v: Any) -> str:
     """io.debezium.data.Bits: base64 of the value's little-endian bytes."""
     return text_int(int.from_bytes(b64decode(v, validate=True), "little"))
 
 
-def _binary(v) -> str:
+def _binary(v: Any) -> str:
     return text_bytes(b64decode(v, validate=True))
 
 
-def _text(v) -> str:
+def _text(v: str) -> str:
     if v.__class__ is not str:
         raise TypeError(f"expected a string, got {v!r}")
     return v
 
 
-def _untyped(v) -> str:
+def _untyped(v: Any) -> str:
     """A value without a schema: its JSON type is all there is."""
     kind = v.__class__
     if kind is str:
-        return v
+        text: str = v
+        return text
     if kind is int:
         return text_int(v)
     if kind is float:
@@ -195,10 +204,10 @@ def _untyped(v) -> str:
 
 
 # canonical text and type of a JSON value when no schema is sent
-_UNTYPED_TEXT = {int: text_int, float: text_double, bool: _bit1}
+_UNTYPED_TEXT: dict[type, Converter] = {int: text_int, float: text_double, bool: _bit1}
 _UNTYPED_TYPES = {str: "longtext", int: "bigint", float: "double", bool: "bit"}
 
-_TIME_NAMES = {"io.debezium.time.Timestamp": 1000, "io.debezium.time.MicroTimestamp": 1}
+_TIME_NAMES: dict[object, int] = {"io.debezium.time.Timestamp": 1000, "io.debezium.time.MicroTimestamp": 1}
 
 
 # ---- per-schema compilation ----------------------------------------------------------------------
@@ -209,9 +218,11 @@ class _RowSchema:
 
     __slots__ = ("column_types", "converters", "fast", "flags")
 
-    def __init__(self, fields: list, where: str):
-        self.converters: dict = {}
-        self.fast: dict = {}
+    def __init__(self, fields: list[Any], where: str):
+        self.converters: dict[str, Converter] = {}
+        # Converter or None (a text column): the fast path calls a None on purpose, its TypeError
+        # sending a value that is not text to the precise path, so no type test is spent per value
+        self.fast: dict[str, Any] = {}
         self.column_types: dict[str, str] = {}
         flags: set[str] = set()
         if fields.__class__ is not list:
@@ -231,7 +242,7 @@ class _RowSchema:
         self.flags = sorted(flags)
 
 
-def _compile_field(field: dict):
+def _compile_field(field: dict[str, Any]) -> Compiled:
     """(converter, canonical type, flags) of one column from its Debezium field schema."""
     tidb_type = field.get("tidb_type")
     if tidb_type is not None:
@@ -241,7 +252,7 @@ def _compile_field(field: dict):
     return _compile_debezium_type(field)
 
 
-def _compile_tidb_type(tidb_type: str, field: dict):
+def _compile_tidb_type(tidb_type: str, field: dict[str, Any]) -> Compiled | None:
     """With the TiDB extension: the MySQL type is known, but not its length, scale or fsp."""
     base, args, unsigned = parse_type(tidb_type)
     canonical = canonical_type(tidb_type)
@@ -280,7 +291,7 @@ def _compile_tidb_type(tidb_type: str, field: dict):
     return None
 
 
-def _fsp_converter(args: str | None, make, implied: int, canonical: str):
+def _fsp_converter(args: str | None, make: Callable[[int], Converter], implied: int, canonical: str) -> Compiled:
     fsp = _fsp(args)
     if fsp is not None:
         return make(fsp), canonical, ()
@@ -298,7 +309,7 @@ def _decimal_scale(args: str | None) -> int | None:
     return int(parts[1]) if len(parts) > 1 else 0
 
 
-def _compile_debezium_type(field: dict):
+def _compile_debezium_type(field: dict[str, Any]) -> Compiled:
     """Without tidb_type: the Debezium type and semantic name are all there is."""
     kind, name = field["type"], field.get("name")
     if name is not None:
@@ -343,7 +354,7 @@ def _compile_debezium_type(field: dict):
 # ---- document framing ----------------------------------------------------------------------------
 
 
-def _split(data, where: str):
+def _split(data: bytes, where: str) -> tuple[dict[str, Any], bytes | None, dict[str, Any] | None]:
     """(payload dict, schema bytes or None, schema object or None) of a key or value.
 
     Fast path for TiCDC's compact layout: the payload is parsed alone and the schema kept as bytes.
@@ -378,8 +389,8 @@ def _split(data, where: str):
     return payload, None, schema
 
 
-def _source_fields(payload: dict) -> tuple[int, str, str]:
-    source = payload.get("source")
+def _source_fields(payload: dict[str, Any]) -> tuple[int, str, str | None]:
+    source: Any = payload.get("source")  # JSON: a dict, else the DecodeError below
     if source.__class__ is not dict:
         raise DecodeError(PROTOCOL, "payload.source is missing or not an object", "payload.source")
     commit_ts = source.get("commit_ts")
@@ -395,23 +406,23 @@ def _source_fields(payload: dict) -> tuple[int, str, str]:
     return commit_ts, db, table
 
 
-_OPS = {"c": "insert", "u": "update", "d": "delete"}
+_OPS: dict[object, str] = {"c": "insert", "u": "update", "d": "delete"}
 
 
 class DebeziumDecoder:
     protocol = PROTOCOL
-    OPTIONS = {
+    OPTIONS: dict[str, tuple[type, Any]] = {
         "enable-tidb-extension": (bool, False),
         "debezium-disable-schema": (bool, False),
         "debezium-output-old-value": (bool, True),
     }
 
-    def __init__(self, options: dict):
+    def __init__(self, options: dict[str, Any]):
         self.options = dict(options)
-        self._schemas: dict = {}
-        self._key_schemas: set = set()
+        self._schemas: dict[bytes, _RowSchema] = {}  # by the schema's bytes
+        self._key_schemas: set[bytes] = set()
 
-    def decode(self, key: bytes | None, value: bytes | None, headers=None) -> list[ChangeEvent]:
+    def decode(self, key: bytes | None, value: bytes | None, headers: Headers = None) -> list[ChangeEvent]:
         if not value:
             raise DecodeError(PROTOCOL, "empty value: TiCDC sends no Debezium tombstones", "value")
         payload, schema_bytes, schema = _split(value, "value")
@@ -429,7 +440,14 @@ class DebeziumDecoder:
 
     # ---- rows ----
 
-    def _row(self, op: str, key, payload: dict, schema_bytes, schema) -> ChangeEvent:
+    def _row(
+        self,
+        op: str,
+        key: bytes | None,
+        payload: dict[str, Any],
+        schema_bytes: bytes | None,
+        schema: dict[str, Any] | None,
+    ) -> ChangeEvent:
         commit_ts, db, table = _source_fields(payload)
         compiled = self._row_schema(schema_bytes, schema)
         flags = list(compiled.flags) if compiled is not None else ["types_partial"]
@@ -467,8 +485,8 @@ class DebeziumDecoder:
             flags=flags,
         )
 
-    def _image(self, payload: dict, name: str, compiled: _RowSchema | None) -> dict:
-        row = payload.get(name)
+    def _image(self, payload: dict[str, Any], name: str, compiled: _RowSchema | None) -> dict[str, str | None]:
+        row: Any = payload.get(name)
         if row.__class__ is not dict:
             raise DecodeError(PROTOCOL, f"{name} must be an object, got {row!r}", f"payload.{name}")
         try:
@@ -497,7 +515,7 @@ class DebeziumDecoder:
                 raise DecodeError(PROTOCOL, f"bad value {v!r}: {exc}", f"payload.{name}.{column}") from None
         raise DecodeError(PROTOCOL, "row cannot be decoded", f"payload.{name}")
 
-    def _row_schema(self, schema_bytes, schema) -> _RowSchema | None:
+    def _row_schema(self, schema_bytes: bytes | None, schema: dict[str, Any] | None) -> _RowSchema | None:
         if schema_bytes is not None:
             compiled = self._schemas.get(schema_bytes)
             if compiled is not None:
@@ -522,7 +540,7 @@ class DebeziumDecoder:
         self._schemas[cache_key] = compiled
         return compiled
 
-    def _key_columns(self, key) -> list[str]:
+    def _key_columns(self, key: bytes | None) -> list[str]:
         if key is None:
             return []
         payload, schema_bytes, _ = _split(key, "key")
@@ -538,9 +556,9 @@ class DebeziumDecoder:
 
     # ---- DDL ----
 
-    def _ddl(self, payload: dict) -> ChangeEvent:
+    def _ddl(self, payload: dict[str, Any]) -> ChangeEvent:
         commit_ts, db, table = _source_fields(payload)
-        sql = payload.get("ddl")
+        sql: Any = payload.get("ddl")
         if sql.__class__ is not str:
             raise DecodeError(
                 PROTOCOL, f"a value without op must be a DDL with a ddl string, got {sql!r}", "payload.ddl"
@@ -573,22 +591,22 @@ class DebeziumDecoder:
         )
 
 
-def _image_fields(schema: dict) -> list:
+def _image_fields(schema: dict[str, Any]) -> list[Any]:
     """The column schemas of the envelope's `after` (or `before`) struct."""
-    fields = schema.get("fields")
+    fields: Any = schema.get("fields")
     if fields.__class__ is not list:
         raise DecodeError(PROTOCOL, "schema has no fields array", "schema.fields")
     for wanted in ("after", "before"):
         for entry in fields:
             if entry.__class__ is dict and entry.get("field") == wanted:
-                columns = entry.get("fields")
+                columns: list[Any] = entry.get("fields")
                 if columns.__class__ is not list:
                     raise DecodeError(PROTOCOL, f"{wanted} schema has no fields array", f"schema.fields[{wanted}]")
                 return columns
     raise DecodeError(PROTOCOL, "schema has no before/after struct", "schema.fields")
 
 
-def _table_schema(database: str, table: str | None, doc, where: str) -> dict:
+def _table_schema(database: str, table: str | None, doc: Any, where: str) -> dict[str, Any]:
     """tableChanges[].table -> the canonical table schema."""
     if doc.__class__ is not dict:
         raise DecodeError(PROTOCOL, "table must be an object or null", where)
@@ -609,7 +627,7 @@ def _table_schema(database: str, table: str | None, doc, where: str) -> dict:
     return table_schema(database, table, columns, list(keys))
 
 
-def _schema_column(column: dict) -> dict:
+def _schema_column(column: dict[str, Any]) -> dict[str, Any]:
     name = column["name"]
     if name.__class__ is not str:
         raise TypeError("name is not a string")
@@ -619,7 +637,11 @@ def _schema_column(column: dict) -> dict:
     if base == "decimal" and args is None and column.get("length") is not None:
         scale = column.get("scale")
         definition = f"decimal({int(column['length'])},{int(scale) if scale is not None else 0})"
-    entry = {"name": name, "type": canonical_type(definition), "nullable": column.get("optional", True) is not False}
+    entry: dict[str, Any] = {
+        "name": name,
+        "type": canonical_type(definition),
+        "nullable": column.get("optional", True) is not False,
+    }
     if base in ("enum", "set"):
         entry["elements"] = [_unquote(e) for e in column.get("enumValues") or []]
     return entry

@@ -21,15 +21,16 @@ import os
 import re
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 PRECISE_ONLY = os.environ.get("TICDC_CODECS_PRECISE_ONLY", "") not in ("", "0")
 FILENAME_PREFIX = "<fast-path "
 _CACHE_LIMIT = 768  # distinct generated sources kept; the oldest goes first
-_generated: dict[tuple[str, str], Callable] = {}
+_generated: dict[tuple[str, str], Callable[..., Any]] = {}
 _numbers = itertools.count(1)
 
 
-def generate(codec: str, source: str, namespace: dict, name: str = "make") -> Callable | None:
+def generate(codec: str, source: str, namespace: dict[str, Any], name: str = "make") -> Callable[..., Any] | None:
     """The function `name` that `source` defines, run in `namespace` (the globals it reads).
 
     Compiled once per distinct (codec, source); None when TICDC_CODECS_PRECISE_ONLY is set, and the

@@ -27,11 +27,13 @@ def decompress(protocol: str, data: bytes, method: str | None) -> bytes:
         if method == "snappy":
             import snappy
 
-            return snappy.uncompress(data)
+            plain: bytes = snappy.uncompress(data)
+            return plain
         if method == "lz4":
             import lz4.frame
 
-            return lz4.frame.decompress(data)
+            plain = lz4.frame.decompress(data)
+            return plain
     except Exception as exc:  # the libraries raise their own error types for corrupt input
         raise DecodeError(protocol, f"corrupt {method} compressed value: {exc}", "value") from None
     raise DecodeError(protocol, f"unknown compression {method!r}; allowed: {', '.join(COMPRESSIONS)}")
@@ -44,11 +46,13 @@ def compress(data: bytes, method: str | None) -> bytes:
     if method == "snappy":
         import snappy
 
-        return snappy.compress(data)
+        packed: bytes = snappy.compress(data)
+        return packed
     if method == "lz4":
         import lz4.frame
 
-        return lz4.frame.compress(data)
+        packed = lz4.frame.compress(data)
+        return packed
     raise ValueError(f"unknown compression {method!r}")
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import zoneinfo
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, Protocol, cast
 
 import orjson
 
@@ -39,7 +41,7 @@ from spark_jobs.canonical.values import (
 from spark_jobs.canonical.values import (
     time_zone as values_time_zone,
 )
-from spark_jobs.codecs import fast_paths
+from spark_jobs.codecs import Headers, fast_paths
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
 from spark_jobs.errors import ConfigError, DecodeError
 
@@ -84,7 +86,7 @@ _STRING_TYPES = {
 
 def _canonical_type_table() -> dict[int, str]:
     """(code << 8 | flag & 0x81) -> canonical type, so one dict lookup types a column."""
-    table = {}
+    table: dict[int, str] = {}
     for low in (0, BINARY_FLAG, UNSIGNED_FLAG, BINARY_FLAG | UNSIGNED_FLAG):
         for code, name in _INTEGER_TYPES.items():
             table[code << 8 | low] = name + (" unsigned" if low & UNSIGNED_FLAG else "")
@@ -96,6 +98,23 @@ def _canonical_type_table() -> dict[int, str]:
 
 
 CANONICAL_TYPES = _canonical_type_table()
+
+# a column's converter: (JSON value, column flag) -> canonical text; raises on a value of the wrong kind
+Converter = Callable[[Any, int], str]
+# one row image decoded: values, canonical types, handle-key names, type flags
+Image = tuple[dict[str, str | None], dict[str, str], list[str], tuple[str, ...]]
+# a generated image function: the image, or None when the columns are not of its signature
+ImageFunction = Callable[[Any], Image | None]
+# an image's column signature: (name, type code, flag, handle mark) per column, in message order
+Signature = tuple[tuple[str, int, int, bool], ...]
+
+
+class _TimestampConverter(Protocol):
+    """`_timestamp_converter`'s converter: the generated image code reads its per-second memo first."""
+
+    seconds_utc: dict[str, str]
+
+    def __call__(self, value: Any, flag: int, /) -> str: ...
 
 
 # ---- Go strconv.Quote bodies -------------------------------------------------------------------
@@ -168,7 +187,7 @@ def split_items(data: bytes | memoryview, start: int, part: str) -> list[memoryv
     """The [8-byte BE length][bytes] items of one side of a message, from byte `start` on."""
     view = memoryview(data)
     end = len(view)
-    items = []
+    items: list[memoryview] = []
     pos = start
     while pos < end:
         if pos + 8 > end:
@@ -182,21 +201,21 @@ def split_items(data: bytes | memoryview, start: int, part: str) -> list[memoryv
     return items
 
 
-def _loads(data, where: str):
+def _loads(data: bytes | memoryview, where: str) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise _error(f"not JSON: {exc}", where) from None
 
 
-def _check_ts(key: dict, where: str) -> int:
+def _check_ts(key: dict[str, Any], where: str) -> int:
     ts = key.get("ts")
     if type(ts) is not int or ts < 0:
         raise _error(f"`ts` must be a non-negative integer, got {ts!r}", f"{where}.ts")
     return ts
 
 
-def _optional_name(key: dict, field: str, where: str) -> str | None:
+def _optional_name(key: dict[str, Any], field: str, where: str) -> str | None:
     name = key.get(field)
     if name is None or name == "":
         return None
@@ -209,7 +228,7 @@ class OpenDecoder:
     """Decodes one partition's Open Protocol messages; keeps no state across messages."""
 
     protocol = PROTOCOL
-    OPTIONS = {
+    OPTIONS: dict[str, tuple[type, Any]] = {
         "enable-old-value": (bool, True),
         "only-output-updated-columns": (bool, False),
         "large-message-handle-compression": (str, "none"),
@@ -218,7 +237,7 @@ class OpenDecoder:
         "claim-check-storage-uri": (str, None),
     }
 
-    def __init__(self, options: dict):
+    def __init__(self, options: dict[str, Any]):
         self.old_value = options.get("enable-old-value", True)
         self.only_updated = options.get("only-output-updated-columns", False)
         self.compression = options.get("large-message-handle-compression") or "none"
@@ -230,16 +249,17 @@ class OpenDecoder:
         self.claim_check_uri = options.get("claim-check-storage-uri")
         self._plan = self._column_plan()
         self._converter_table = self._converters()
-        self._images: dict[tuple, list] = {}  # column names -> generated image functions
-        self._last_images: tuple[tuple, list | tuple] = ((), ())  # the last column names looked up, their functions
-        self._seen: dict[tuple, int] = {}  # signature -> images decoded exactly so far
+        self._images: dict[tuple[str, ...], list[ImageFunction]] = {}  # column names -> generated image functions
+        # the last column names looked up, their functions
+        self._last_images: tuple[tuple[str, ...], Sequence[ImageFunction]] = ((), ())
+        self._seen: dict[Signature, int] = {}  # signature -> images decoded exactly so far
 
     # -- framing
 
-    def decode(self, key: bytes | None, value: bytes | None, headers=None) -> list[ChangeEvent]:
+    def decode(self, key: bytes | None, value: bytes | None, headers: Headers = None) -> list[ChangeEvent]:
         return self._decode(key, value, claim_checked=False)
 
-    def _decode(self, key, value, claim_checked: bool) -> list[ChangeEvent]:
+    def _decode(self, key: bytes | None, value: bytes | None, claim_checked: bool) -> list[ChangeEvent]:
         if key is None:
             raise _error("message has no key; the Open Protocol key holds the event headers", "key")
         if len(key) < 8:
@@ -251,7 +271,7 @@ class OpenDecoder:
         values = split_items(value, 0, "value") if value else []
         if len(keys) != len(values):
             raise _error(f"{len(keys)} key items but {len(values)} value items", "value")
-        events = []
+        events: list[ChangeEvent] = []
         row = self._row
         for index, (key_item, value_item) in enumerate(zip(keys, values)):
             try:
@@ -271,8 +291,8 @@ class OpenDecoder:
                 raise _error(f"unknown message type `t`={kind!r}", f"key item {index}.t")
         return events
 
-    def _value_json(self, item: memoryview, index: int):
-        data = item
+    def _value_json(self, item: memoryview, index: int) -> dict[str, Any]:
+        data: bytes | memoryview = item
         if self.compression != "none":
             try:
                 data = decompress(PROTOCOL, bytes(item), self.compression)
@@ -288,7 +308,7 @@ class OpenDecoder:
 
     # -- DDL
 
-    def _ddl(self, head: dict, value_item: memoryview, index: int) -> ChangeEvent:
+    def _ddl(self, head: dict[str, Any], value_item: memoryview, index: int) -> ChangeEvent:
         where = f"key item {index}"
         ts = _check_ts(head, where)
         doc = self._value_json(value_item, index)
@@ -308,7 +328,7 @@ class OpenDecoder:
 
     # -- rows
 
-    def _compiled_image(self, columns):
+    def _compiled_image(self, columns: Any) -> Image | None:
         """The image from a function compiled for this column signature, or None when none fits."""
         if type(columns) is dict:
             names = tuple(columns)
@@ -323,7 +343,7 @@ class OpenDecoder:
                     return image
         return None
 
-    def _row_image(self, columns, index: int, part: str):
+    def _row_image(self, columns: Any, index: int, part: str) -> Image:
         """(values, types, keys, type flags) of a `u` or `d` image: compiled when seen before, else precise."""
         image = self._compiled_image(columns)
         if image is None:
@@ -331,7 +351,7 @@ class OpenDecoder:
             self._learn(columns)
         return image
 
-    def _row(self, head: dict, value_item: memoryview, index: int, claim_checked: bool) -> ChangeEvent:
+    def _row(self, head: dict[str, Any], value_item: memoryview, index: int, claim_checked: bool) -> ChangeEvent:
         location = head.get("ccl")
         if location:
             return self._claim_checked_row(location, f"key item {index}", claim_checked)
@@ -352,6 +372,8 @@ class OpenDecoder:
         if type(doc) is not dict:
             doc = self._value_json(value_item, index)  # parses again: the exact error, or the decompressed value
         flags: list[str] = []
+        before: dict[str, str | None] | None
+        after: dict[str, str | None] | None
         deleted = doc.get("d")
         if deleted is not None:
             before, types, keys, type_flags = self._row_image(deleted, index, "d")
@@ -381,7 +403,7 @@ class OpenDecoder:
             flags += type_flags
         return ChangeEvent("row", database, table, ts, op, keys, before, after, types, None, None, None, None, flags)
 
-    def _claim_checked_row(self, location, where: str, claim_checked: bool) -> ChangeEvent:
+    def _claim_checked_row(self, location: Any, where: str, claim_checked: bool) -> ChangeEvent:
         if type(location) is not str:
             raise _error(f"`ccl` must be a string, got {location!r}", f"{where}.ccl")
         if claim_checked:
@@ -401,7 +423,7 @@ class OpenDecoder:
         event.flags.append("claim_check")
         return event
 
-    def _image(self, columns, where: str) -> tuple[dict, dict, list, tuple]:
+    def _image(self, columns: Any, where: str) -> Image:
         """Values, canonical types, handle-key names and type flags of one row image, in the message's column order."""
         if type(columns) is not dict:
             raise _error(f"row image is {type(columns).__name__}, not an object", where)
@@ -428,7 +450,7 @@ class OpenDecoder:
             raise self._column_error(exc, columns, name, where) from None
         return values, types, keys, _type_flags(types)
 
-    def _values(self, columns, where: str) -> dict:
+    def _values(self, columns: Any, where: str) -> dict[str, str | None]:
         if type(columns) is not dict:
             raise _error(f"row image is {type(columns).__name__}, not an object", where)
         values: dict[str, str | None] = {}
@@ -447,9 +469,9 @@ class OpenDecoder:
             raise self._column_error(exc, columns, name, where) from None
         return values
 
-    def _learn(self, columns: dict) -> None:
+    def _learn(self, columns: dict[str, Any]) -> None:
         """After `_image` decoded these columns: count their signature, compile its function when due."""
-        signature = []
+        parts: list[tuple[str, int, int, bool]] = []
         for name, column in columns.items():
             code, flag = column["t"], column.get("f", 0)
             if (
@@ -459,8 +481,8 @@ class OpenDecoder:
                 or _SMALL_INTS.get(flag) is not flag
             ):
                 return  # only exact small ints are recognised by identity
-            signature.append((name, code, flag, column.get("h") is True))
-        signature = tuple(signature)
+            parts.append((name, code, flag, column.get("h") is True))
+        signature = tuple(parts)
         seen = self._seen.get(signature, 0) + 1
         if seen < _LEARN_AFTER:
             if len(self._seen) >= 4096:
@@ -486,7 +508,7 @@ class OpenDecoder:
             self._images[names] = variants
 
     @staticmethod
-    def _column_error(exc: Exception, columns: dict, name, where: str) -> DecodeError:
+    def _column_error(exc: Exception, columns: dict[str, Any], name: str | None, where: str) -> DecodeError:
         column_where = f"{where}.{name}"
         column = columns.get(name) if name is not None else None
         if type(column) is not dict:
@@ -504,17 +526,17 @@ class OpenDecoder:
 
     # -- values
 
-    def _column_plan(self) -> dict:
+    def _column_plan(self) -> dict[int, tuple[str, Converter | None]]:
         """(code << 8 | flag & 0x81) -> (canonical type, converter); converter None: the JSON string as is."""
         converters = self._converters()
         return {key: (name, converters[key >> 8]) for key, name in CANONICAL_TYPES.items()}
 
-    def _converters(self) -> dict:
+    def _converters(self) -> dict[int, Converter | None]:
         """Type code -> (JSON value, column flag) -> canonical text; raises on a value of the wrong kind."""
         timestamp = _timestamp_converter(self.zone)
 
-        def integer(bits):
-            def convert(value, flag):
+        def integer(bits: int) -> Converter:
+            def convert(value: Any, flag: int) -> str:
                 if type(value) is int:
                     return text_unsigned(value, bits) if value < 0 and flag & UNSIGNED_FLAG else str(value)
                 if type(value) is str:
@@ -523,8 +545,8 @@ class OpenDecoder:
 
             return convert
 
-        def floating(text):
-            def convert(value, flag):
+        def floating(text: Callable[[float], str]) -> Converter:
+            def convert(value: Any, flag: int) -> str:
                 if type(value) is float or type(value) is int:
                     return text(value)
                 if type(value) is str:
@@ -533,42 +555,42 @@ class OpenDecoder:
 
             return convert
 
-        def year(value, flag):
+        def year(value: Any, flag: int) -> str:
             if type(value) is int:
                 return text_year(value)
             if type(value) is str:
                 return value
             raise TypeError(f"expected an integer, got {type(value).__name__}")
 
-        def index(value, flag):
+        def index(value: Any, flag: int) -> str:
             if type(value) is int:
                 return text_unsigned(value) if value < 0 else str(value)
             if type(value) is str:
                 return value
             raise TypeError(f"expected an integer, got {type(value).__name__}")
 
-        def decimal(value, flag):
+        def decimal(value: Any, flag: int) -> str:
             if type(value) is str:
                 return value
             if type(value) is int:
                 return str(value)
             raise TypeError(f"expected a decimal string, got {type(value).__name__}")
 
-        def quoted(value, flag):
+        def quoted(value: Any, flag: int) -> str:
             if type(value) is not str:
                 raise TypeError(f"expected a string, got {type(value).__name__}")
             return text_bytes(go_unquote(value)) if flag & BINARY_FLAG else value
 
-        def base64_bytes(value, flag):
+        def base64_bytes(value: Any, flag: int) -> str:
             if type(value) is not str:
                 raise TypeError(f"expected a base64 string, got {type(value).__name__}")
             raw = base64.b64decode(value, validate=True)
             return text_bytes(raw) if flag & BINARY_FLAG else raw.decode("utf-8")
 
-        def null(value, flag):
+        def null(value: Any, flag: int) -> NoReturn:
             raise TypeError("type code 6 (NULL) carries a non-null value")
 
-        table = {code: integer(int_bits(name)) for code, name in _INTEGER_TYPES.items()}
+        table: dict[int, Converter | None] = {code: integer(int_bits(name)) for code, name in _INTEGER_TYPES.items()}
         table.update(
             {
                 4: floating(text_float),
@@ -595,7 +617,7 @@ class OpenDecoder:
         return table
 
 
-def _require_string(value, flag):
+def _require_string(value: Any, flag: int) -> NoReturn:
     raise TypeError(f"expected a string, got {type(value).__name__}")
 
 
@@ -611,7 +633,7 @@ def _is_plain_timestamp(text: str) -> bool:
     return 21 <= size <= 26 and text[10] == " " and text[19] == "." and text[20:].isdigit() and text.isascii()
 
 
-def _timestamp_converter(zone: dt.tzinfo | None):
+def _timestamp_converter(zone: dt.tzinfo | None) -> _TimestampConverter:
     """TIMESTAMP text in the changefeed zone -> canonical UTC text.
 
     Same result as values.text_timestamp_from_zone, faster: the zone's UTC offset is looked up once
@@ -620,7 +642,7 @@ def _timestamp_converter(zone: dt.tzinfo | None):
     """
     offsets: dict[str, dt.timedelta | None] = {}
 
-    def hour_offset(hour_text: str, start: dt.datetime) -> dt.timedelta | None:
+    def hour_offset(zone: dt.tzinfo, hour_text: str, start: dt.datetime) -> dt.timedelta | None:
         end = start + (_ONE_HOUR - dt.timedelta(microseconds=1))
         candidates = {
             zone.utcoffset(start),
@@ -638,7 +660,7 @@ def _timestamp_converter(zone: dt.tzinfo | None):
     # a pure function of those characters, so the rest of the text is carried over as below
     seconds_utc: dict[str, str] = {}
 
-    def convert(value, flag):
+    def convert(value: Any, flag: int) -> str:
         if type(value) is not str:
             raise TypeError(f"expected a string, got {type(value).__name__}")
         if not _is_plain_timestamp(value) or value.startswith("0000-00-00"):
@@ -652,7 +674,7 @@ def _timestamp_converter(zone: dt.tzinfo | None):
             utc = second
         else:
             hour = value[:13]
-            offset = offsets[hour] if hour in offsets else hour_offset(hour, seconds.replace(minute=0, second=0))
+            offset = offsets[hour] if hour in offsets else hour_offset(zone, hour, seconds.replace(minute=0, second=0))
             if offset is None:
                 return text_timestamp_from_zone(value, zone)
             utc = (seconds - offset).isoformat(" ")
@@ -661,8 +683,9 @@ def _timestamp_converter(zone: dt.tzinfo | None):
         seconds_utc[second] = utc
         return utc + value[19:]
 
-    convert.seconds_utc = seconds_utc
-    return convert
+    timestamp = cast(_TimestampConverter, convert)
+    timestamp.seconds_utc = seconds_utc  # read by the generated image code
+    return timestamp
 
 
 # ---- row images by generated code ------------------------------------------------------------------
@@ -684,7 +707,7 @@ _AS_IS_CODES = frozenset((10, 11, 12, 14, 225, 245))  # converter None: the JSON
 _QUOTED_CODES = frozenset((15, 253, 254))
 
 
-def _type_flags(types: dict) -> tuple:
+def _type_flags(types: dict[str, str]) -> tuple[str, ...]:
     type_names = types.values()
     flags = []
     if "enum" in type_names or "set" in type_names:
@@ -721,7 +744,7 @@ def _value_code(code: int, flag: int, i: int) -> str:
     return f"None if v is None else {call}"
 
 
-def _image_source(signature: tuple) -> str:
+def _image_source(signature: Signature) -> str:
     """Source of `make(...) -> image` for one signature: ((name, code, flag, h), ...) in message order."""
     lines = [
         "def make(fail, types, type_flags, small, converters):",
@@ -767,7 +790,7 @@ class _Fail(Exception):
     pass
 
 
-def _fail():
+def _fail() -> NoReturn:
     raise _Fail
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
+from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import requests
@@ -109,9 +110,10 @@ class SchemaRegistryClient:
         body = self._json(response, where)
         if not isinstance(body, dict) or not isinstance(body.get("id"), int):
             raise DecodeError(self.protocol, f"registry {self.url} answered the registration without an id", where)
-        return body["id"]
+        schema_id: int = body["id"]
+        return schema_id
 
-    def _request(self, method: str, path: str, where: str, **kwargs) -> requests.Response:
+    def _request(self, method: str, path: str, where: str, **kwargs: Any) -> requests.Response:
         try:
             response = self._session.request(
                 method, self.url + path, timeout=self._timeout, verify=self._verify, **kwargs
@@ -148,7 +150,7 @@ class SchemaRegistryClient:
         found = _ERRNO_TEXT.findall(text)
         return found[-1].strip() if found else text[:200]
 
-    def _json(self, response: requests.Response, where: str):
+    def _json(self, response: requests.Response, where: str) -> Any:
         if response.status_code == 404:
             raise DecodeError(self.protocol, f"registry {self.url} has no {where}", where)
         try:

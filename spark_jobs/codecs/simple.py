@@ -29,16 +29,18 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import fastavro
 import orjson
+from fastavro.types import NamedSchemas
+from fastavro.types import Schema as AvroSchema
 
 from spark_jobs import ddl
 from spark_jobs.canonical import values as V
 from spark_jobs.canonical.events import ChangeEvent
 from spark_jobs.canonical.events import table_schema as make_table_schema
-from spark_jobs.codecs import fast_paths
+from spark_jobs.codecs import Headers, fast_paths
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
 from spark_jobs.errors import ConfigError, DecodeError, SchemaNotYetKnown
 
@@ -51,13 +53,37 @@ DDL_KINDS = ("CREATE", "RENAME", "CINDEX", "DINDEX", "ERASE", "TRUNCATE", "ALTER
 # Exceptions a value converter or a malformed document can raise; all become a DecodeError.
 _BAD_INPUT = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError, binascii.Error)
 
+# a column's converter: the value as sent (JSON text or number, an Avro value) -> canonical text
+Converter = Callable[[Any], str]
+# the row converters generated per schema (`_row_source`): one image -> its texts, and an update's two
+_One = Callable[[Any, str], dict[str, str | None]]
+_Pair = Callable[[Any, Any], tuple[dict[str, str | None], dict[str, str | None]]]
+# what handles one message kind: (message, its type, read from a claim-check file) -> events
+_Handler = Callable[[dict[str, Any], str, bool], list[ChangeEvent]]
+
+
+class _EnumConverter(Protocol):
+    """`_enum_converter`'s converter: the generated row code looks a value up in its `lookup` first."""
+
+    lookup: dict[Any, str]
+
+    def __call__(self, v: Any, /) -> str: ...
+
+
+class _SetConverter(Protocol):
+    """`_set_converter`'s converter: the generated row code looks a value up in its `memo` first."""
+
+    memo: dict[Any, str]
+
+    def __call__(self, v: Any, /) -> str: ...
+
 
 @lru_cache(maxsize=1)
-def message_schema() -> dict:
+def message_schema() -> AvroSchema:
     """The parsed Avro schema of com.pingcap.simple.avro.Message (simple_message.avsc, from TiCDC)."""
     schemas = json.loads(MESSAGE_SCHEMA_PATH.read_text())
-    named: dict = {}
-    parsed = None
+    named: NamedSchemas = {}
+    parsed: AvroSchema = {}  # the last one parsed: the Message record, which names the others
     for schema in schemas:
         parsed = fastavro.parse_schema(schema, named_schemas=named)
     return parsed
@@ -100,14 +126,14 @@ def names_from_sql(sql: str) -> tuple[str | None, str | None]:
 # ---- value converters (text or typed value -> canonical text) ---------------------------------
 
 
-def _int_text(v) -> str:
+def _int_text(v: Any) -> str:
     if type(v) is bool:
         raise TypeError("boolean is not an integer")
     return str(int(v))
 
 
-def _unsigned_converter(bits: int) -> Callable[[Any], str]:
-    def convert(v) -> str:
+def _unsigned_converter(bits: int) -> Converter:
+    def convert(v: Any) -> str:
         if type(v) is bool:
             raise TypeError("boolean is not an integer")
         n = int(v)
@@ -120,16 +146,16 @@ def _unsigned_converter(bits: int) -> Callable[[Any], str]:
     return convert
 
 
-def _year_text(v) -> str:
+def _year_text(v: Any) -> str:
     if type(v) is bool:
         raise TypeError("boolean is not a year")
     return V.text_year(v)
 
 
-def _decimal_converter(scale: int | None) -> Callable[[Any], str]:
+def _decimal_converter(scale: int | None) -> Converter:
     """TiCDC sends the exact digits with the column's scale; other texts go through values.text_decimal."""
 
-    def convert(v) -> str:
+    def convert(v: Any) -> str:
         if type(v) is str and v and v[0] != "-":
             dot = v.find(".")
             if scale == 0:
@@ -151,7 +177,7 @@ def _decimal_converter(scale: int | None) -> Callable[[Any], str]:
     return convert
 
 
-def _float_text(v) -> str:
+def _float_text(v: Any) -> str:
     """values.text_float, shortcut: a double repr of at most 6 significant digits is already the
     shortest text of its 32-bit float (6-digit decimals are further apart than a float32 ulp)."""
     if type(v) is bool:
@@ -163,13 +189,13 @@ def _float_text(v) -> str:
     return V.text_float(x)
 
 
-def _double_text(v) -> str:
+def _double_text(v: Any) -> str:
     if type(v) is bool:
         raise TypeError("boolean is not a double")
     return V.text_double(v)
 
 
-def _date_text(v) -> str:
+def _date_text(v: Any) -> str:
     if type(v) is str and len(v) == 10 and v[4] == "-" and v[7] == "-":
         return v
     if type(v) is not str:
@@ -177,11 +203,11 @@ def _date_text(v) -> str:
     return V.text_date(V.parse_datetime_text(v)[0])
 
 
-def _datetime_converter(fsp: int | None) -> Callable[[Any], str]:
+def _datetime_converter(fsp: int | None) -> Converter:
     """TiDB renders exactly the column's fractional digits; other shapes are parsed and re-rendered."""
     size = None if fsp is None else (19 if fsp == 0 else 20 + fsp)
 
-    def convert(v) -> str:
+    def convert(v: Any) -> str:
         if type(v) is not str:
             raise TypeError(f"DATETIME must be text, got {type(v).__name__}")
         if (
@@ -221,8 +247,8 @@ def _parse_time_micros(text: str) -> tuple[int, int]:
     return sign * micros, len(frac)
 
 
-def _time_converter(fsp: int | None) -> Callable[[Any], str]:
-    def convert(v) -> str:
+def _time_converter(fsp: int | None) -> Converter:
+    def convert(v: Any) -> str:
         if type(v) is not str:
             raise TypeError(f"TIME must be text, got {type(v).__name__}")
         body = v[1:] if v[:1] == "-" else v
@@ -241,19 +267,19 @@ def _time_converter(fsp: int | None) -> Callable[[Any], str]:
     return convert
 
 
-def _bytes_text_from_base64(v) -> str:
+def _bytes_text_from_base64(v: Any) -> str:
     if type(v) is not str:
         raise TypeError(f"binary value must be base64 text, got {type(v).__name__}")
     return V.text_bytes(base64.b64decode(v, validate=True))
 
 
-def _bytes_text(v) -> str:
+def _bytes_text(v: Any) -> str:
     if type(v) is not bytes:
         raise TypeError(f"binary value must be Avro bytes, got {type(v).__name__}")
     return V.text_bytes(v)
 
 
-def _enum_converter(elements: list[str]) -> Callable[[Any], str]:
+def _enum_converter(elements: list[str]) -> _EnumConverter:
     """1-based index (text or number) -> label; a label as such is accepted too."""
     lookup: dict[Any, str] = {label: label for label in elements}
     for index, label in enumerate(["", *elements]):
@@ -261,23 +287,24 @@ def _enum_converter(elements: list[str]) -> Callable[[Any], str]:
         lookup[str(index)] = label
     get = lookup.get
 
-    def convert(v) -> str:
+    def convert(v: Any) -> str:
         label = get(v) if type(v) is not bool else None
         if label is None:
             raise ValueError(f"ENUM index out of range 0..{len(elements)}")
         return label
 
-    convert.lookup = lookup  # read by the generated row converters (text keys only)
-    return convert
+    enum_convert = cast(_EnumConverter, convert)
+    enum_convert.lookup = lookup  # read by the generated row converters (text keys only)
+    return enum_convert
 
 
-def _set_converter(elements: list[str]) -> Callable[[Any], str]:
+def _set_converter(elements: list[str]) -> _SetConverter:
     """Bitmask (text or number) -> comma-joined labels in definition order; label text accepted too."""
     memo: dict[Any, str] = {}
     limit = 1 << len(elements)
     positions = {label: i for i, label in enumerate(elements)}
 
-    def convert(v) -> str:
+    def convert(v: Any) -> str:
         text = memo.get(v)
         if text is not None:
             return text
@@ -299,8 +326,9 @@ def _set_converter(elements: list[str]) -> Callable[[Any], str]:
             memo[v] = text
         return text
 
-    convert.memo = memo  # read by the generated row converters (text keys only)
-    return convert
+    set_convert = cast(_SetConverter, convert)
+    set_convert.memo = memo  # read by the generated row converters (text keys only)
+    return set_convert
 
 
 # ---- the cached table schema ------------------------------------------------------------------
@@ -308,6 +336,16 @@ def _set_converter(elements: list[str]) -> Callable[[Any], str]:
 
 class _Column:
     __slots__ = ("base", "canonical", "definition", "elements", "fsp", "name", "nullable", "scale", "unsigned")
+
+    base: str
+    canonical: str
+    definition: str
+    elements: list[str] | None
+    fsp: int | None
+    name: str
+    nullable: bool
+    scale: int | None
+    unsigned: bool
 
 
 class _Schema:
@@ -327,6 +365,19 @@ class _Schema:
         "text_columns",
         "version",
     )
+
+    column_types: dict[str, str]
+    columns: list[_Column]
+    convert_one: _One | None
+    convert_pair: _Pair | None
+    converters: list[tuple[str, Converter]]
+    database: str
+    key_columns: list[str]
+    names: frozenset[str]
+    table: str
+    table_schema: dict[str, Any]
+    text_columns: list[str]
+    version: int
 
 
 def _need(doc: Any, key: str, kind: type | tuple[type, ...], protocol: str, where: str) -> Any:
@@ -405,7 +456,7 @@ def _column_code(c: _Column, i: int, v: str, avro: bool) -> tuple[str, str]:
             return "keep", text + fast_paths.digits_test(v)
         return "keep", f"type({v}) is str and decimal_shape{i}({v})"
     if base == "double" or base == "date":
-        return "keep", fast_paths.canonical_test(base, v)
+        return "keep", fast_paths.canonical_test(base, v) or "False"
     if base == "datetime":
         return "keep", f"type({v}) is str and {_datetime_shape(v, c.fsp)}"
     if base == "timestamp":
@@ -442,12 +493,12 @@ def _row_source(schema: _Schema, avro: bool) -> tuple[str, list[str]]:
 
     def convert(row: str, var: str, where: str, keep: bool, same_as: str | None) -> list[str]:
         """Lines converting every column of `row` (values in var0..); keep: x0.. hold the texts."""
-        out = []
+        out: list[str] = []
         for i, name in enumerate(converted):
             c = columns[name]
             value = f"{var}{i}"
             kind, code = _column_code(c, i, value, avro)
-            body = []
+            body: list[str] = []
             if kind == "keep":
                 body += [f"if not ({code}):", f"    {row}[{name!r}] = {value} = c{i}({value})"]
             else:
@@ -517,18 +568,18 @@ def _row_source(schema: _Schema, avro: bool) -> tuple[str, list[str]]:
     return "\n".join(lines) + "\n", params
 
 
-def _not_text(v) -> str:
+def _not_text(v: object) -> str:
     return f"text value must be a string, got {type(v).__name__}"
 
 
-def _bad_value(protocol: str, schema: _Schema, name: str, v, reason, where: str) -> DecodeError:
+def _bad_value(protocol: str, schema: _Schema, name: str | None, v: object, reason: object, where: str) -> DecodeError:
     column = next(c for c in schema.columns if c.name == name)
     return DecodeError(
         protocol, f"bad {column.definition} value {v!r} for column {name!r}: {reason}", f"{where}.{name}"
     )
 
 
-def _unknown_columns(protocol: str, schema: _Schema, row: dict, where: str) -> DecodeError:
+def _unknown_columns(protocol: str, schema: _Schema, row: dict[str, Any], where: str) -> DecodeError:
     unknown = sorted(set(row) - schema.names)
     return DecodeError(
         protocol,
@@ -549,7 +600,7 @@ class _SimpleDecoder:
     }
     _AVRO = False
 
-    def __init__(self, options: dict | None = None):
+    def __init__(self, options: dict[str, Any] | None = None):
         opts = {name: default for name, (_, default) in self.OPTIONS.items()}
         opts.update(options or {})
         self._compression = opts["large-message-handle-compression"] or "none"
@@ -565,7 +616,7 @@ class _SimpleDecoder:
         self._zones: dict[str, dt.tzinfo | None] = {"Local": self._default_zone}
         self._schemas: dict[tuple[str, str, int], _Schema] = {}
         self._last_schema: _Schema | None = None
-        self._handlers = {
+        self._handlers: dict[str, _Handler] = {
             "WATERMARK": self._watermark,
             "BOOTSTRAP": self._bootstrap,
             "INSERT": self._row,
@@ -577,7 +628,7 @@ class _SimpleDecoder:
 
     # -- entry point --
 
-    def decode(self, key: bytes | None, value: bytes | None, headers=None) -> list[ChangeEvent]:
+    def decode(self, key: bytes | None, value: bytes | None, headers: Headers = None) -> list[ChangeEvent]:
         if value and type(value) is bytes and self._compression == "none":
             return self._message(self._parse(value), False)
         return self._decode(value, in_claim_check=False)
@@ -591,15 +642,14 @@ class _SimpleDecoder:
             value = decompress(self.protocol, bytes(value), self._compression)
         return self._message(self._parse(value), in_claim_check)
 
-    def _message(self, msg: dict, in_claim_check: bool) -> list[ChangeEvent]:
+    def _message(self, msg: dict[str, Any], in_claim_check: bool) -> list[ChangeEvent]:
         kind = msg.get("type")
-        if type(kind) is str:
-            op = DML_OPS.get(kind)
-            if op is not None and msg.get("version") == 1:
-                return self._row(msg, kind, in_claim_check, op)
-            handler = self._handlers.get(kind)
-        else:
-            handler = None
+        if type(kind) is not str:
+            raise DecodeError(self.protocol, f"unknown message type {kind!r}", "type")
+        op = DML_OPS.get(kind)
+        if op is not None and msg.get("version") == 1:
+            return self._row(msg, kind, in_claim_check, op)
+        handler = self._handlers.get(kind)
         if handler is None:
             raise DecodeError(self.protocol, f"unknown message type {kind!r}", "type")
         version = msg.get("version")
@@ -611,16 +661,16 @@ class _SimpleDecoder:
             )
         return handler(msg, kind, in_claim_check)
 
-    def _parse(self, value: bytes) -> dict:
+    def _parse(self, value: bytes) -> dict[str, Any]:
         raise NotImplementedError
 
     # -- message kinds --
 
-    def _watermark(self, msg: dict, kind: str, _: bool) -> list[ChangeEvent]:
+    def _watermark(self, msg: dict[str, Any], kind: str, _: bool) -> list[ChangeEvent]:
         ts = _need(msg, "commitTs", int, self.protocol, "")
         return [ChangeEvent(kind="watermark", commit_ts=ts)]
 
-    def _bootstrap(self, msg: dict, kind: str, _: bool) -> list[ChangeEvent]:
+    def _bootstrap(self, msg: dict[str, Any], kind: str, _: bool) -> list[ChangeEvent]:
         schema = self._cache(_need(msg, "tableSchema", dict, self.protocol, ""), "tableSchema")
         return [
             ChangeEvent(
@@ -633,7 +683,7 @@ class _SimpleDecoder:
             )
         ]
 
-    def _ddl(self, msg: dict, kind: str, _: bool) -> list[ChangeEvent]:
+    def _ddl(self, msg: dict[str, Any], kind: str, _: bool) -> list[ChangeEvent]:
         protocol = self.protocol
         sql = _need(msg, "sql", str, protocol, "")
         commit_ts = _need(msg, "commitTs", int, protocol, "")
@@ -663,19 +713,16 @@ class _SimpleDecoder:
             )
         ]
 
-    def _row(self, msg: dict, kind: str, in_claim_check: bool, op: str | None = None) -> list[ChangeEvent]:
+    def _row(self, msg: dict[str, Any], kind: str, in_claim_check: bool, op: str | None = None) -> list[ChangeEvent]:
         database = msg.get("database")
         table = msg.get("table")
         version = msg.get("schemaVersion")
         commit_ts = msg.get("commitTs")
-        if (
-            type(database) is not str
-            or type(table) is not str
-            or type(version) is not int
-            or type(commit_ts) is not int
-        ):
+        if not (type(database) is str and type(table) is str and type(version) is int and type(commit_ts) is int):
             for field, kind_ in (("database", str), ("table", str), ("schemaVersion", int), ("commitTs", int)):
                 _need(msg, field, kind_, self.protocol, "")
+            # not reached: _need refuses whatever fails the exact test (JSON and Avro give no str or int subclass)
+            raise AssertionError("database, table, schemaVersion or commitTs of an unexpected type")
         location = msg.get("claimCheckLocation")
         if location:
             protocol = self.protocol
@@ -714,7 +761,7 @@ class _SimpleDecoder:
                 raise DecodeError(self.protocol, f"{kind} without data", "data")
             if old is None:
                 raise DecodeError(self.protocol, f"{kind} without old", "old")
-            after, before = schema.convert_pair(data, old)
+            after, before = cast(_Pair, schema.convert_pair)(data, old)  # _compile_rows made it with convert_one
         # key_columns and column_types are the schema's own, shared by its events: nothing mutates them
         return [
             ChangeEvent(
@@ -739,7 +786,8 @@ class _SimpleDecoder:
         """Canonical text of every column the row carries, converted in place in the parsed dict."""
         if type(row) is not dict:
             raise DecodeError(self.protocol, f"{where} must be an object, got {type(row).__name__}", where)
-        name = v = None
+        name: str | None = None
+        v: Any = None
         try:
             for name, convert in schema.converters:
                 v = row.get(name)
@@ -755,11 +803,11 @@ class _SimpleDecoder:
             raise _unknown_columns(self.protocol, schema, row, where)
         return row
 
-    def _compile_rows(self, schema: _Schema):
+    def _compile_rows(self, schema: _Schema) -> _One:
         """Give the schema its generated `convert_one` / `convert_pair` (see `_row_source`)."""
         protocol = self.protocol
 
-        def precise(row, where):
+        def precise(row: Any, where: str) -> dict[str, str | None]:
             return self._convert(schema, row, where)
 
         source, params = _row_source(schema, self._AVRO)
@@ -771,21 +819,21 @@ class _SimpleDecoder:
         converters = [convert for _, convert in schema.converters]
         order = [name for name, _ in schema.converters] + list(schema.text_columns)
 
-        def slow(i, v, where):
+        def slow(i: int, v: Any, where: str) -> str:
             try:
                 return converters[i](v)
             except _BAD_INPUT as exc:
                 raise _bad_value(protocol, schema, order[i], v, exc, where) from None
 
-        def text_error(i, v, where):
+        def text_error(i: int, v: Any, where: str) -> DecodeError:
             return _bad_value(protocol, schema, order[i], v, _not_text(v), where)
 
-        def unknown_error(row, where):
+        def unknown_error(row: dict[str, Any], where: str) -> DecodeError:
             return _unknown_columns(protocol, schema, row, where)
 
         # locations whose zone is UTC (None), as the timestamp converter resolves them
         utc_locations = V.UTC_ZONE_NAMES | ({"Local"} if self._default_zone is None else set())
-        args = {
+        args: dict[str, object] = {
             "SLOW": precise,
             "slow": slow,
             "text_error": text_error,
@@ -798,13 +846,14 @@ class _SimpleDecoder:
             args[f"c{i}"] = convert
             column = columns[name]
             if column.base == "enum":
-                args[f"lookup{i}"] = convert.lookup.get
+                args[f"lookup{i}"] = cast(_EnumConverter, convert).lookup.get
             elif column.base == "set":
-                args[f"memo{i}"] = convert.memo.get
+                args[f"memo{i}"] = cast(_SetConverter, convert).memo.get
             elif column.base == "decimal" and column.scale:
                 args[f"decimal_shape{i}"] = fast_paths.decimal_shape(column.scale)
-        schema.convert_one, schema.convert_pair = make(*(args[p] for p in params))
-        return schema.convert_one
+        rows: tuple[_One, _Pair] = make(*(args[p] for p in params))
+        schema.convert_one, schema.convert_pair = rows
+        return rows[0]
 
     # -- schema cache --
 
@@ -827,7 +876,7 @@ class _SimpleDecoder:
         raw_indexes = doc.get("indexes") or []
         if not isinstance(raw_indexes, list):
             raise DecodeError(p, "indexes must be a list", f"{where}.indexes")
-        columns = []
+        columns: list[_Column] = []
         for i, raw in enumerate(raw_columns):
             w = f"{where}.columns[{i}]"
             column = _Column()
@@ -873,7 +922,7 @@ class _SimpleDecoder:
         schema.key_columns = key_columns
         schema.names = frozenset(names)
         schema.column_types = {c.name: c.canonical for c in columns}
-        entries = []
+        entries: list[dict[str, Any]] = []
         for c in columns:
             entry: dict[str, Any] = {"name": c.name, "type": c.canonical, "nullable": c.nullable}
             if c.elements is not None:
@@ -891,10 +940,10 @@ class _SimpleDecoder:
                 schema.converters.append((c.name, convert))
         return schema
 
-    def _key_columns(self, raw_indexes: list, names: set[str], where: str) -> list[str]:
+    def _key_columns(self, raw_indexes: list[Any], names: set[str], where: str) -> list[str]:
         """Primary key columns, else those of the first unique index whose columns are all NOT NULL."""
         p = self.protocol
-        indexes = []
+        indexes: list[tuple[bool, bool, bool, list[str]]] = []
         for i, raw in enumerate(raw_indexes):
             w = f"{where}.indexes[{i}]"
             columns = _need(raw, "columns", list, p, w)
@@ -909,7 +958,7 @@ class _SimpleDecoder:
                 return list(columns)
         return []
 
-    def _converter(self, c: _Column) -> Callable[[Any], str] | None:
+    def _converter(self, c: _Column) -> Converter | None:
         base = c.base
         if base in V.INTEGER_TYPES:
             if not c.unsigned:
@@ -934,20 +983,20 @@ class _SimpleDecoder:
             return self._timestamp_converter(c.fsp)
         if base == "time":
             return _time_converter(c.fsp)
-        if base == "enum":
+        if base == "enum" and c.elements is not None:  # _build_schema refused one without elements
             return _enum_converter(c.elements)
-        if base == "set":
+        if base == "set" and c.elements is not None:
             return _set_converter(c.elements)
         if base in V.BINARY_TYPES:
             return _bytes_text if self._AVRO else _bytes_text_from_base64
         return None
 
-    def _timestamp_converter(self, fsp: int | None) -> Callable[[Any], str]:
+    def _timestamp_converter(self, fsp: int | None) -> Converter:
         as_datetime = _datetime_converter(fsp)
         zones = self._zones
         default_zone = self._default_zone
 
-        def convert(v) -> str:
+        def convert(v: Any) -> str:
             if type(v) is dict:
                 location, text = v["location"], v["value"]
                 if type(location) is not str or type(text) is not str:
@@ -967,10 +1016,10 @@ class _SimpleDecoder:
         return convert
 
 
-def _unsigned_bigint_avro(convert: Callable[[Any], str]) -> Callable[[Any], str]:
+def _unsigned_bigint_avro(convert: Converter) -> Converter:
     """Avro BIGINT UNSIGNED: the UnsignedBigint record holding the value wrapped into a signed long."""
 
-    def unwrap(v) -> str:
+    def unwrap(v: Any) -> str:
         if type(v) is dict:
             return convert(v["value"])
         return convert(v)
@@ -983,7 +1032,7 @@ class SimpleJsonDecoder(_SimpleDecoder):
 
     protocol = "simple-json"
 
-    def _parse(self, value: bytes) -> dict:
+    def _parse(self, value: bytes) -> dict[str, Any]:
         try:
             msg = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
@@ -999,21 +1048,22 @@ class SimpleAvroDecoder(_SimpleDecoder):
     protocol = "simple-avro"
     _AVRO = True
 
-    def __init__(self, options: dict | None = None):
+    def __init__(self, options: dict[str, Any] | None = None):
         super().__init__(options)
         self._schema = message_schema()
 
-    def _parse(self, value: bytes) -> dict:
+    def _parse(self, value: bytes) -> dict[str, Any]:
         stream = io.BytesIO(value)
         try:
-            record = fastavro.schemaless_reader(stream, self._schema, None)
+            # a record schema reads as a dict (fastavro's type is the union of every Avro value)
+            record = cast(dict[str, Any], fastavro.schemaless_reader(stream, self._schema, None))
         except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError, UnicodeDecodeError, ...
             raise DecodeError(self.protocol, f"value is not a {MESSAGE_RECORD} Avro record: {exc!r}", "value") from None
         if stream.tell() != len(value):
             raise DecodeError(
                 self.protocol, f"{len(value) - stream.tell()} trailing bytes after the Avro record", "value"
             )
-        payload = record["payload"]
+        payload: dict[str, Any] = record["payload"]
         kind = record["type"]
         if kind == "WATERMARK" or kind == "BOOTSTRAP":
             payload["type"] = kind

@@ -40,16 +40,17 @@ def interpret(
     database: str | None,
     table: str | None,
     commit_ts: int,
-    schemas: Mapping[tuple[str, str], Schema],
+    schemas: Mapping[tuple[str | None, str], Schema],
     protocol_schema: Schema | None = None,
 ) -> list[TableChange]:
     """One TableChange per table the statement affects, in statement order.
 
-    `schemas` holds the schemas in force before the statement; `database`/`table` are the names the
-    TiCDC event carries (the default database of unqualified names). A schema the protocol carries with
-    the DDL (`protocol_schema`) wins on column types, nullability and enum labels; ids, table_uid and
-    origin defaults come from the statement read against the previous schema, or, when the statement is
-    not understood, from the previous schema's same-named columns.
+    `schemas` holds the schemas in force before the statement, by (database, table); a table created with no
+    database in scope has None for it. `database`/`table` are the names the TiCDC event carries (the default
+    database of unqualified names). A schema the protocol carries with the DDL (`protocol_schema`) wins on
+    column types, nullability and enum labels; ids, table_uid and origin defaults come from the statement read
+    against the previous schema, or, when the statement is not understood, from the previous schema's
+    same-named columns.
     """
     run = _Run(schemas, commit_ts, protocol_schema, (database, table))
     try:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from spark_jobs.ddl.columns import _accept_charset, _column_spec
+from collections.abc import Callable
+
+from spark_jobs.ddl.columns import _accept_charset, _column_spec, _ColumnSpec
 from spark_jobs.ddl.literals import _literal
 from spark_jobs.ddl.model import _NotUnderstood
 from spark_jobs.ddl.schema import _same_name
-from spark_jobs.ddl.table import _Clause
+from spark_jobs.ddl.table import _Clause, _Table
 from spark_jobs.ddl.tokens import _Cursor, _index_columns, _skip_rest
 
 _INDEX_WORDS = ("PRIMARY", "UNIQUE", "INDEX", "KEY", "FULLTEXT", "SPATIAL", "FOREIGN", "CHECK", "CONSTRAINT")
@@ -198,7 +200,12 @@ def _add_clause(cur: _Cursor) -> list[_Clause]:
             raise _NotUnderstood(f"unexpected {inner.where()} in ADD COLUMN (…)")
     else:
         specs = [_column_spec(cur)]
-    return [_Clause("add_column", lambda t, s=s: t.add_column(s, if_not_exists)) for s in specs]
+    return [_Clause("add_column", _adding(s, if_not_exists)) for s in specs]
+
+
+def _adding(spec: _ColumnSpec, if_not_exists: bool) -> Callable[[_Table], None]:
+    """One column's clause of `ADD (a, b)`: a lambda in the comprehension itself would see only the last spec."""
+    return lambda t: t.add_column(spec, if_not_exists)
 
 
 def _drop_index_clause(index: str) -> _Clause:

@@ -62,7 +62,8 @@ class _ColumnSpec:
         if lit.kind == "now":
             return "CURRENT_TIMESTAMP" + (f"({lit.value})" if lit.value else "")
         if lit.kind == "expression":
-            return lit.value
+            sql: str = lit.value
+            return sql
         return _value_text(lit, self.definition)
 
 

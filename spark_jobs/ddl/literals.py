@@ -14,7 +14,7 @@ from spark_jobs.canonical.values import (
     BINARY_TYPES,
     CHAR_TYPES,
     INTEGER_TYPES,
-    canonical_value,
+    canonical_text,
     decimal_scale,
     enum_elements,
     fsp_of,
@@ -100,9 +100,11 @@ def _decimal(lit: _Literal) -> Decimal:
 
 def _bytes(lit: _Literal) -> bytes:
     if lit.kind == "bytes":
-        return lit.value
+        data: bytes = lit.value
+        return data
     if lit.kind == "bits":
-        return lit.value.to_bytes(max(1, (lit.value.bit_length() + 7) // 8), "big")
+        bits: int = lit.value
+        return bits.to_bytes(max(1, (bits.bit_length() + 7) // 8), "big")
     return str(lit.value).encode()
 
 
@@ -112,7 +114,7 @@ def _text(lit: _Literal) -> str:
 
 def _rounded(micros: int, fsp: int) -> int:
     """Microseconds rounded half up to `fsp` digits, as MySQL stores a too-precise temporal value."""
-    unit = 10 ** (6 - fsp)
+    unit: int = 10 ** (6 - fsp)  # fsp is 0..6: an int (typeshed's int ** int is Any, for negative powers)
     return (micros + unit // 2) // unit * unit
 
 
@@ -224,11 +226,16 @@ def _value_text(lit: _Literal, definition: str) -> str | None:
     """Canonical text of a literal stored in a column of this type; None for NULL."""
     if lit.kind == "null":
         return None
+    return _stored_text(lit, definition)
+
+
+def _stored_text(lit: _Literal, definition: str) -> str:
+    """`_value_text` of a literal that is not NULL."""
     try:
         value = _value(lit, definition)
     except (ValueError, ArithmeticError, UnicodeDecodeError, InvalidOperation) as exc:
         raise _NotUnderstood(f"{lit.value!r} is not a {definition} value ({exc})") from None
-    return _zero_date_text(definition) if value is None else canonical_value(definition, value)
+    return _zero_date_text(definition) if value is None else canonical_text(definition, value)
 
 
 def _zero_text(definition: str) -> str:
@@ -242,15 +249,15 @@ def _zero_text(definition: str) -> str:
     if base == "json":
         return "null"
     if base == "binary":
-        return canonical_value(definition, bytes(int(args or 1)))
+        return canonical_text(definition, bytes(int(args or 1)))
     if base in BINARY_TYPES:
-        return canonical_value(definition, b"")
+        return canonical_text(definition, b"")
     if base == "time":
-        return canonical_value(definition, dt.timedelta(0))
+        return canonical_text(definition, dt.timedelta(0))
     if base in ("set", *CHAR_TYPES):
         return ""
     if base in ("decimal", "float", "double", "bit", "year", *INTEGER_TYPES):
-        return canonical_value(definition, Decimal(0) if base == "decimal" else 0)
+        return canonical_text(definition, Decimal(0) if base == "decimal" else 0)
     return ""
 
 
@@ -268,4 +275,4 @@ def _reformatted(text: str, old_definition: str, new_definition: str) -> str:
         lit = _Literal("number", text)
     else:
         lit = _Literal("string", text)
-    return _value_text(lit, new_definition)
+    return _stored_text(lit, new_definition)

@@ -22,7 +22,7 @@ def _schema(
     database: str | None,
     table: str,
     uid: str,
-    columns: list[dict],
+    columns: list[dict[str, Any]],
     key_columns: list[str],
     next_column_id: int | None = None,
 ) -> Schema:
@@ -57,7 +57,8 @@ def _definition_of(column: Mapping[str, Any]) -> str:
     """A MySQL type text for a schema column (canonical types keep no lengths or fractional digits)."""
     if column["type"] in ("enum", "set") and column.get("elements") is not None:
         return f"{column['type']}({','.join(_quoted(e) for e in column['elements'])})"
-    return column["type"]
+    canonical: str = column["type"]
+    return canonical
 
 
 def _same_name(a: str, b: str) -> bool:

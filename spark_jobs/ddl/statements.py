@@ -32,7 +32,7 @@ class _Run:
 
     def __init__(
         self,
-        schemas: Mapping[tuple[str, str], Schema],
+        schemas: Mapping[tuple[str | None, str], Schema],
         commit_ts: int,
         protocol_schema: Schema | None,
         event_names: tuple[str | None, str | None],
@@ -44,18 +44,22 @@ class _Run:
         self.protocol_table = (protocol_schema or {}).get("table") or event_names[1]
         self.changes: list[TableChange] = []
 
-    def find(self, database: str | None, table: str | None) -> tuple[tuple[str, str], Schema] | None:
+    def find(self, database: str | None, table: str | None) -> tuple[tuple[str | None, str], Schema] | None:
         """Exact names first, then case-insensitively (TiDB compares table names so, lower_case_table_names=2)."""
         if table is None:
             return None
         if (database, table) in self.schemas:
             return (database, table), self.schemas[(database, table)]
         for key, schema in self.schemas.items():
-            if (database is None or _same_name(key[0], database)) and _same_name(key[1], table):
+            # a table created without a database in scope is known as (None, table): only a name without one finds it
+            same_database = database is None or (key[0] is not None and _same_name(key[0], database))
+            if same_database and _same_name(key[1], table):
                 return key, schema
         return None
 
-    def put(self, old_key: tuple[str, str] | None, schema: Schema | None, new_key: tuple[str, str] | None) -> None:
+    def put(
+        self, old_key: tuple[str | None, str] | None, schema: Schema | None, new_key: tuple[str | None, str] | None
+    ) -> None:
         if old_key is not None:
             self.schemas.pop(old_key, None)
         if schema is not None and new_key is not None:
@@ -72,8 +76,9 @@ class _Run:
         found = self.find(*names)
         previous = _Table(found[1], self.commit_ts).schema() if found else None
         schema = previous
-        if self.carries_protocol_schema(names[1]):
-            schema = _schema_from_protocol(self.protocol_schema, previous, *names, self.commit_ts)
+        protocol = self.protocol_schema_for(names[1])
+        if protocol is not None and names[1] is not None:
+            schema = _schema_from_protocol(protocol, previous, names[0], names[1], self.commit_ts)
         database, table = (previous["database"], previous["table"]) if previous else names
         note = reason + ("; rows may have changed: take a snapshot" if previous else "")
         self.changes.append(
@@ -111,18 +116,18 @@ class _Run:
             if clause.exchanged_with is not None:
                 self._exchanged(clause.exchanged_with, kinds)
 
-    def carries_protocol_schema(self, table: str | None) -> bool:
-        return (
-            self.protocol_schema is not None
-            and None not in (table, self.protocol_table)
-            and _same_name(table, self.protocol_table)
-        )
+    def protocol_schema_for(self, table: str | None) -> Schema | None:
+        """The schema the protocol carries, where it is this table's; else None."""
+        if self.protocol_schema is None or table is None or self.protocol_table is None:
+            return None
+        return self.protocol_schema if _same_name(table, self.protocol_table) else None
 
     def with_protocol_types(self, change: TableChange) -> TableChange:
         """Column types, nullability and labels from the protocol's schema, by column name."""
-        if not change.understood or change.schema_after is None or not self.carries_protocol_schema(change.table):
+        protocol = self.protocol_schema_for(change.table)
+        if not change.understood or change.schema_after is None or protocol is None:
             return change
-        by_name = {c["name"].casefold(): c for c in self.protocol_schema["columns"]}
+        by_name = {c["name"].casefold(): c for c in protocol["columns"]}
         columns, statement_only = [], []
         for c in change.schema_after["columns"]:
             p = by_name.pop(c["name"].casefold(), None)
@@ -202,7 +207,9 @@ def _parse_create_table(cur: _Cursor, database: str | None) -> _Statement:
         source = inner.table_name(database)
         return _Statement("create_table", lambda run: _create_like(run, target, source, if_not_exists))
     elements = cur.group()
-    specs, primary, uniques = [], [], []
+    specs: list[_ColumnSpec] = []
+    primary: list[str | None] = []
+    uniques: list[list[str | None]] = []
     while not elements.at_end():
         _table_element(elements, specs, primary, uniques)
         if not elements.accept_punct(",") and not elements.at_end():
@@ -247,8 +254,12 @@ def _key_of(specs: list[_ColumnSpec], primary: list[str | None], uniques: list[l
         return [p for p in (primary or inline) if p]
     not_null = {s.name.casefold() for s in specs if s.nullable is False and s.generated != "VIRTUAL"}
     candidates = uniques + [[s.name] for s in specs if s.unique]
-    eligible = [u for u in candidates if u and all(n is not None and n.casefold() in not_null for n in u)]
-    return list(min(eligible, key=len)) if eligible else []
+    eligible = [
+        [n for n in u if n is not None]
+        for u in candidates
+        if u and all(n is not None and n.casefold() in not_null for n in u)
+    ]
+    return min(eligible, key=len) if eligible else []
 
 
 def _left_as_it_was(run: _Run, schema: Schema) -> None:
@@ -343,7 +354,7 @@ def _drop_tables(run: _Run, targets: list[tuple[str | None, str]], if_exists: bo
         )
 
 
-def _database_change(run: _Run, ddl_type: str, name: str) -> None:
+def _database_change(run: _Run, ddl_type: str, name: str | None) -> None:
     run.changes.append(TableChange(ddl_type, name, None, name, None, None, (ddl_type,)))
 
 
@@ -372,11 +383,16 @@ def _parse_rename(cur: _Cursor, database: str | None) -> _Statement:
 
 def _rename_tables(run: _Run, pairs: list[tuple[tuple[str | None, str], tuple[str | None, str]]]) -> None:
     for old, new in pairs:
-        clause = _Clause("rename_table", lambda t, new=new: t.rename_table(*new))
+        clause = _Clause("rename_table", _renaming_to(new))
         run.table_change("rename_table", old, [clause])
         last = run.changes[-1]
         if not last.understood:  # say what the table is called now, even without its schema
             run.changes[-1] = TableChange("rename_table", *new, *old, None, ("rename_table",), False, False, last.note)
+
+
+def _renaming_to(new: tuple[str | None, str]) -> Callable[[_Table], None]:
+    """One pair's clause of `RENAME TABLE a TO b, c TO d` (a lambda in the loop would see only the last pair)."""
+    return lambda t: t.rename_table(*new)
 
 
 def _parse_truncate(cur: _Cursor, database: str | None) -> _Statement:
@@ -434,8 +450,9 @@ def _recovered(run: _Run, target: tuple[str | None, str | None] | None) -> None:
     """
     database, table = target or run.event_names
     schema = None
-    if table is not None and run.carries_protocol_schema(table):
-        schema = _schema_from_protocol(run.protocol_schema, None, database, table, run.commit_ts)
+    protocol = run.protocol_schema_for(table)
+    if protocol is not None and table is not None:
+        schema = _schema_from_protocol(protocol, None, database, table, run.commit_ts)
     note = "recovered: its schema and rows are not in the statement; take them from a snapshot"
     run.changes.append(
         TableChange("recover_table", database, table, database, table, schema, ("recover_table",), True, False, note)

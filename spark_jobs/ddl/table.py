@@ -188,7 +188,8 @@ class _Table:
                 if sample is literal:
                     self.notes.append(f"fractional digits of {c['name']!r} not known: default kept as written")
                 return f"{c['type']}({len(m.group(1) or '')})"
-        return c["type"]
+        canonical: str = c["type"]
+        return canonical
 
     def add_primary_key(self, names: list[str | None]) -> None:
         if None in names:

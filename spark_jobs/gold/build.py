@@ -1,9 +1,17 @@
-"""Build a source's gold tables with dbt, inside the pipeline's SparkSession.
+"""Build a source's gold tables with dbt, inside the pipeline's SparkSession, at the cost of what changed.
 
 dbt does the replay: staging and intermediate models turn silver's DDL history into schema versions and
-table identities, and one generated model per upstream table (`gold.models`) shapes its rows. This
-module only writes the model files from what the intermediate models publish and invokes dbt: the
-views, then the source's gold models, then the dbt tests (a failing test fails the run, naming it).
+table identities, the source's plan model (`gold_plan.sql`) says in one query what the run does to each table,
+and one generated model per upstream table and layer (`gold.models`) shapes its rows. This module reads the
+plan, writes the model files, runs dbt on the tables the plan says changed (then the one test that checks them),
+and records the source's state and publication (`gold.publish`):
+
+- nothing new in silver since the recorded state: nothing runs and nothing is written;
+- only the consistent timestamp moved (watermarks), with no change or DDL behind it: no dbt at all; every table
+  is pinned again, as it is, at the newer timestamp;
+- otherwise dbt builds the staging and intermediate models and the plan, then only the changed tables' models.
+Untouched tables are neither built, tested, counted nor committed to: the publication pins them to the snapshot
+they already have (why that is exact: docs/architecture.md, decision 6).
 """
 
 from __future__ import annotations
@@ -13,17 +21,30 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from spark_jobs.errors import ConfigError, DbtError, SnapshotRefused
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
-from spark_jobs.gold.publish import PublishedTable, current_snapshot, publish, record_publication
+from spark_jobs.gold.publish import (
+    TableState,
+    live_rows,
+    publish,
+    published_tables,
+    read_state,
+    record_publication,
+    write_state,
+)
 from spark_jobs.runtime.logs import verbose_requested
 from spark_jobs.runtime.results import Result
+from spark_jobs.runtime.sql import quote_ident
+from spark_jobs.runtime.tables import SILVER_DDL_EVENTS, SILVER_ROW_CHANGES, SILVER_RUNS, ensure_tables
 from spark_jobs.silver.snapshot_loads import unfinished_load
 
 log = logging.getLogger(__name__)
+
+TABLES_LOGGED = 20  # a run that built more tables logs the first ones and a count
 
 
 @dataclass(frozen=True)
@@ -31,16 +52,18 @@ class GoldResult(Result):
     source: str
     consistent_ts: int | None
     consistency: str | None
-    tables: dict[str, int]  # gold relation -> rows
+    tables: dict[str, int]  # gold relation -> rows (every table of the source)
     needing_snapshot: list[str]  # upstream tables whose gold cannot follow without a fresh snapshot
     seconds: float
     history: dict[str, int] = field(default_factory=dict)  # history relation -> versions
-    publication: str | None = None  # the tag every table of this run's publication carries
+    publication: str | None = None  # the name of this run's publication
+    built: list[str] = field(default_factory=list)  # the relations this run built (the rest are pinned as they were)
 
     def lines(self) -> list[str]:
         return [
             f"{self.source}: {len(self.tables)} gold tables consistent as of TiDB ts {self.consistent_ts}"
-            f" ({self.consistency}), {sum(self.tables.values())} rows; {self.seconds:.1f}s",
+            f" ({self.consistency}), {sum(self.tables.values())} rows, {len(self.built)} tables built;"
+            f" {self.seconds:.1f}s",
             *(f"  {table} needs a fresh snapshot (see the log)" for table in self.needing_snapshot),
         ]
 
@@ -58,12 +81,14 @@ def dbt_profile_env(runtime) -> dict[str, str]:
 def run_dbt(args: list[str], config, source_name: str, extra_vars: dict | None = None) -> None:
     """One dbt command in-process: in the open SparkSession (target `embedded`) or through the Spark Thrift
     Server (`cluster`); a failure raises DbtError naming the failing models or tests. dbt's compiled files and
-    logs go under `<local_dir>/dbt`, not the checkout. Vars other than the last command's make dbt parse the
-    whole project again (seconds): what one command needs goes in `extra_vars` only when it must be a var."""
+    logs go under `<local_dir>/dbt`, not the checkout. Vars are given only where a command needs them (a rebuild,
+    a full check, the freshness limits): a change of vars makes dbt parse the whole project again, while
+    without them it parses only the files that changed."""
     from dbt.cli.main import dbtRunner
 
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "False")
     os.environ.update(dbt_profile_env(config.runtime))
+    os.environ["TICDC_GOLD_MODELS"] = gold_models.linked_models_path(config.local_dir)
     work_dir = config.local_dir / "dbt"
     project = str(gold_models.DBT_PROJECT)
     result = dbtRunner().invoke(
@@ -71,51 +96,20 @@ def run_dbt(args: list[str], config, source_name: str, extra_vars: dict | None =
             *args,
             *("--project-dir", project, "--profiles-dir", project),
             *("--target-path", str(work_dir / "target"), "--log-path", str(work_dir / "logs")),
-            *("--vars", json.dumps({"source_name": source_name, **(extra_vars or {})})),
+            *(("--vars", json.dumps(extra_vars)) if extra_vars else ()),
             *([] if verbose_requested() else ["--quiet"]),
         ]
     )
     if not result.success:
+        results: Any = (
+            result.result if isinstance(result.result, list | tuple) else getattr(result.result, "results", [])
+        )
         failures = [
             f"{r.node.name}: {r.message}"
-            for r in (
-                result.result if isinstance(result.result, list | tuple) else getattr(result.result, "results", [])
-            )
-            if getattr(r, "status", None) not in ("success", "pass", None)
+            for r in results
+            if getattr(r, "status", None) not in ("success", "pass", None) and hasattr(r, "node")
         ]
         raise DbtError(f"dbt {args[0]} for source {source_name} failed: {'; '.join(failures) or result.exception}")
-
-
-def published_tables(spark, source_name: str) -> list[gold_models.GoldModel]:
-    """The source's gold tables as the intermediate models publish them (dropped tables excluded)."""
-    rows = spark.sql(
-        "SELECT table_uid, upstream_database, upstream_table, to_json(columns) AS columns, key_columns "
-        "FROM lake_staging.int_gold_tables WHERE source_name = :source",
-        args={"source": source_name},
-    ).collect()
-    return sorted(
-        (
-            gold_models.GoldModel(
-                source_name,
-                r["table_uid"],
-                r["upstream_database"],
-                r["upstream_table"],
-                json.loads(r["columns"]),
-                list(r["key_columns"] or []),
-            )
-            for r in rows
-        ),
-        key=lambda m: m.name,
-    )
-
-
-def _needing_snapshot(spark, source_name: str) -> list[str]:
-    rows = spark.sql(
-        "SELECT upstream_database, upstream_table FROM lake_staging.int_gold_tables "
-        "WHERE source_name = :source AND needs_snapshot ORDER BY 1, 2",
-        args={"source": source_name},
-    ).collect()
-    return [f"{r[0]}.{r[1]}" for r in rows]
 
 
 @dataclass(frozen=True)
@@ -126,20 +120,119 @@ class RebuildScope:
     layers: frozenset[str] = frozenset({"gold", "history"})
     tables: frozenset[tuple[str, str]] | None = None
 
-    def aliases(self, model: gold_models.GoldModel) -> list[str]:
-        if self.tables is not None and (model.database, model.table) not in self.tables:
-            return []
-        return [
-            alias for layer, alias in (("gold", model.alias), ("history", model.history_alias)) if layer in self.layers
-        ]
+    def asked(self, layer: str) -> bool | list[list[str]]:
+        """The plan's var for a layer: true (every table), the tables, or false."""
+        if layer not in self.layers:
+            return False
+        return True if self.tables is None else sorted([d, t] for d, t in self.tables)
 
 
-def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool | RebuildScope = False) -> GoldResult:
-    """The views, the source's gold models and (by default) the dbt tests; returns rows per gold table.
+@dataclass(frozen=True)
+class SilverPosition:
+    """How far silver is: the consistent ts of its newest run (what gold publishes up to), the highest
+    silver_seq, and how many of the source's DDL events that consistent ts has passed."""
+
+    consistent_ts: int
+    consistency: str
+    silver_seq: int
+    ddl_events: int
+
+
+def silver_position(spark, source: str) -> SilverPosition | None:
+    """Where silver is for the source (as int_consistent_ts says it), or None before a consistent ts exists."""
+    rows = spark.sql(
+        f"""SELECT consistent_ts, consistency, max(silver_seq) OVER () AS silver_seq
+            FROM {SILVER_RUNS} WHERE source = :source ORDER BY finished_at DESC LIMIT 1""",
+        args={"source": source},
+    ).collect()
+    if not rows or rows[0]["consistent_ts"] is None:
+        return None
+    ts = int(rows[0]["consistent_ts"])
+    ddl = spark.sql(
+        f"SELECT count(*) FROM {SILVER_DDL_EVENTS} WHERE source = :source AND commit_ts <= :ts",
+        args={"source": source, "ts": ts},
+    ).collect()[0][0]
+    return SilverPosition(ts, rows[0]["consistency"], int(rows[0]["silver_seq"] or 0), int(ddl))
+
+
+def _changes_since(spark, source: str, state: list[TableState], position: SilverPosition) -> bool:
+    """Whether silver holds a row change that the recorded state has not applied and the consistent ts has
+    passed: the bounds are literals, so silver's file statistics skip every older file."""
+    rows = spark.sql(
+        f"""SELECT 1 FROM {SILVER_ROW_CHANGES}
+            WHERE source = :source AND commit_ts <= :ts AND (silver_seq > :seq OR commit_ts > :since) LIMIT 1""",
+        args={
+            "source": source,
+            "ts": position.consistent_ts,
+            "seq": min(t.silver_seq for t in state),
+            "since": min(t.consistent_ts for t in state),
+        },
+    ).collect()
+    return bool(rows)
+
+
+@dataclass(frozen=True)
+class PlannedTable:
+    """A live upstream table and what the run's plan does to it."""
+
+    model: gold_models.GoldModel
+    schema_fingerprint: str
+    gold_mode: str
+    history_mode: str
+    reason: str
+    needs_snapshot: bool
+
+    @property
+    def built(self) -> bool:
+        return self.gold_mode != "unchanged" or self.history_mode != "unchanged"
+
+
+def _plan(spark, source: str) -> list[PlannedTable]:
+    rows = spark.sql(
+        f"""SELECT table_uid, upstream_database, upstream_table, to_json(columns) AS columns, key_columns,
+                   schema_fingerprint, gold_mode, history_mode, reason, needs_snapshot
+            FROM lake_staging.{quote_ident(gold_models.plan_model(source))}"""
+    ).collect()
+    planned = [
+        PlannedTable(
+            gold_models.GoldModel(
+                source,
+                r["table_uid"],
+                r["upstream_database"],
+                r["upstream_table"],
+                json.loads(r["columns"]),
+                list(r["key_columns"] or []),
+            ),
+            r["schema_fingerprint"],
+            r["gold_mode"],
+            r["history_mode"],
+            r["reason"],
+            bool(r["needs_snapshot"]),
+        )
+        for r in rows
+    ]
+    return sorted(planned, key=lambda p: p.model.name)
+
+
+def planned_models(spark, source_name: str) -> list[gold_models.GoldModel]:
+    """The source's gold tables as its last run's plan saw them (dropped tables excluded)."""
+    return [p.model for p in _plan(spark, source_name)]
+
+
+def build_gold(
+    spark,
+    config,
+    source_name: str,
+    test: bool = True,
+    rebuild: bool | RebuildScope = False,
+    full_check: bool = False,
+) -> GoldResult:
+    """Gold and history of the source up to silver's consistent timestamp, at the cost of what changed, checked
+    by dbt (`test`) and published at one timestamp.
 
     `rebuild` replaces gold tables from silver (True: every table of the source); the result equals the
-    incremental one. The tables not rebuilt apply what is new, so the publication still holds every table of
-    the source at one consistent ts.
+    incremental one. `full_check` checks every table whole, not only what the run changed. The tables not rebuilt
+    apply what is new, so the publication still holds every table of the source at one consistent ts.
     """
     started, started_at = time.monotonic(), dt.datetime.now(dt.UTC)
     config.source(source_name)
@@ -150,69 +243,172 @@ def build_gold(spark, config, source_name: str, test: bool = True, rebuild: bool
             f"did not finish; run `ticdc-lake backfill snapshot --source {source_name} --from "
             f"{unfinished['location']}` again before gold is published"
         )
-    run_dbt(["run", "--select", "staging", "intermediate"], config, source_name)
-    tables = published_tables(spark, source_name)
+    ensure_tables(spark, "gold")
+    position = silver_position(spark, source_name)
+    if position is None:
+        log.info("source %s: no gold tables to publish yet (no consistent ts)", source_name)
+        return GoldResult(source_name, None, None, {}, [], time.monotonic() - started)
     scope = RebuildScope() if rebuild is True else rebuild or RebuildScope(layers=frozenset())
-    unknown = sorted((scope.tables or set()) - {(m.database, m.table) for m in tables})
+    asked = bool(scope.layers) or full_check
+    state = read_state(spark, source_name)
+    if state and not asked and all(t.ddl_events == position.ddl_events for t in state):
+        if all((t.consistent_ts, t.silver_seq) == (position.consistent_ts, position.silver_seq) for t in state):
+            log.info("source %s: gold is up to date as of TiDB ts %d", source_name, position.consistent_ts)
+            return _result(source_name, position, state, [], None, started)
+        if not _changes_since(spark, source_name, state, position):
+            pinned = [t.advanced(position.consistent_ts, position.silver_seq) for t in state]
+            return _record(spark, config, source_name, position, pinned, [], started_at, started)
+
+    request = (
+        {
+            "gold_request": {
+                "source": source_name,
+                "rebuild_gold": scope.asked("gold"),
+                "rebuild_history": scope.asked("history"),
+                "full_check": full_check,
+            }
+        }
+        if asked
+        else None
+    )
+    gold_models.write_plan_model(config.local_dir, source_name)
+    plan_model = gold_models.plan_model(source_name)
+    run_dbt(
+        ["run", "--select", "staging", "intermediate", plan_model, "--no-populate-cache"], config, source_name, request
+    )
+    planned = _plan(spark, source_name)
+    unknown = sorted((scope.tables or frozenset()) - {(p.model.database, p.model.table) for p in planned})
     if unknown:
         raise ConfigError(f"source {source_name} has no gold table {', '.join(f'{d}.{t}' for d, t in unknown)}")
-    gold_models.write_models(source_name, tables)
-    consistent = spark.sql(
-        "SELECT consistent_ts, consistency FROM lake_staging.int_consistent_ts WHERE source_name = :source",
-        args={"source": source_name},
-    ).collect()
-    ts, how = (consistent[0][0], consistent[0][1]) if consistent else (None, None)
-    namespace = names.gold_namespace(source_name)
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
-    keep = [a for m in tables for a in (m.alias, m.history_alias)]
-    drop_args = json.dumps({"namespace": namespace, "keep": keep})
-    run_dbt(["run-operation", "drop_stale_gold_tables", "--args", drop_args], config, source_name)
-    if not tables or ts is None:
-        log.info("source %s: no gold tables to publish yet (consistent ts %s)", source_name, ts)
-        return GoldResult(source_name, ts, how, {}, [], time.monotonic() - started)
-    selector = gold_models.model_selector(source_name)
-    rebuilt = sorted(alias for m in tables for alias in scope.aliases(m))
-    run_dbt(["run", "--select", selector], config, source_name, {"rebuild_tables": rebuilt} if rebuilt else None)
-    if test:
-        run_dbt(["test", "--select", selector], config, source_name)
-    counts = {m.relation: spark.table(m.relation).count() for m in tables}
-    versions = {m.history_relation: spark.table(m.history_relation).count() for m in tables}
-    for m in tables:
-        log.info(
-            "  %s (%s.%s): %d rows, %d versions in history",
-            m.relation,
-            m.database,
-            m.table,
-            counts[m.relation],
-            versions[m.history_relation],
-        )
-    needing = _needing_snapshot(spark, source_name)
-    for table in needing:
-        log.warning(
-            "source %s: %s needs a fresh snapshot: a DDL deleted or changed rows TiCDC does not send "
-            "(partition maintenance, recover, key change or a statement not understood); gold may differ "
-            "until a fresh snapshot of it is loaded",
-            source_name,
-            table,
-        )
+    gold_models.write_models(config.local_dir, source_name, [p.model for p in planned])
+    _drop_stale_tables(spark, source_name, [p.model for p in planned])
+
+    selected = [
+        *(p.model.name for p in planned if p.gold_mode != "unchanged"),
+        *(p.model.history_name for p in planned if p.history_mode != "unchanged"),
+    ]
+    checks = [gold_models.checks_model(source_name)] if test and (selected or full_check) else []
+    if selected or checks:
+        command = "build" if checks else "run"
+        run_dbt([command, "--select", *selected, *checks, "--no-populate-cache"], config, source_name, request)
+    for p in planned:
+        if p.needs_snapshot:
+            log.warning(
+                "source %s: %s.%s needs a fresh snapshot: a DDL deleted or changed rows TiCDC does not send "
+                "(partition maintenance, recover, key change or a statement not understood); gold may differ "
+                "until a fresh snapshot of it is loaded",
+                source_name,
+                p.model.database,
+                p.model.table,
+            )
+    tables = _state_after(spark, planned, {t.table_uid: t for t in state}, position)
+    built = [r for p in planned if p.built for r in (p.model.relation, p.model.history_relation)]
+    return _record(spark, config, source_name, position, tables, built, started_at, started, planned)
+
+
+def _state_after(
+    spark, planned: list[PlannedTable], recorded: dict[str, TableState], position: SilverPosition
+) -> list[TableState]:
+    """Every live table's state after the run: a built table with its new snapshots and counts (from the
+    snapshots' summaries), an untouched one as it was, at the run's consistent ts."""
+    tables = []
+    for p in planned:
+        m, before = p.model, recorded.get(p.model.table_uid)
+        if p.built or before is None:
+            gold_snapshot, rows = live_rows(spark, m.relation)
+            history_snapshot, versions = live_rows(spark, m.history_relation)
+            tables.append(
+                TableState(
+                    m.source,
+                    m.table_uid,
+                    m.database,
+                    m.table,
+                    m.relation,
+                    m.history_relation,
+                    json.dumps(m.columns),
+                    m.key_columns,
+                    p.schema_fingerprint,
+                    position.consistent_ts,
+                    position.silver_seq,
+                    gold_snapshot,
+                    history_snapshot,
+                    rows,
+                    versions,
+                    position.consistent_ts,
+                    position.ddl_events,
+                )
+            )
+        else:
+            tables.append(before.advanced(position.consistent_ts, position.silver_seq))
+    return tables
+
+
+def _record(
+    spark,
+    config,
+    source: str,
+    position: SilverPosition,
+    tables: list[TableState],
+    built: list[str],
+    started_at: dt.datetime,
+    started: float,
+    planned: list[PlannedTable] | None = None,
+) -> GoldResult:
+    """Write the source's state and publication (two commits, whatever the number of tables) and the
+    publication's file; log the run in a few lines."""
+    tables = [replace(t, ddl_events=position.ddl_events) for t in tables]
+    write_state(spark, source, tables)
+    tag = publish(spark, source, position.consistent_ts, published_tables(tables), started_at)
+    record_publication(config.local_dir, source, position.consistent_ts, tag)
+    needing = sorted(f"{p.model.database}.{p.model.table}" for p in planned or [] if p.needs_snapshot)
+    result = _result(source, position, tables, built, tag, started, needing)
+    for relation in built[:TABLES_LOGGED]:
+        rows = result.tables.get(relation, result.history.get(relation))
+        log.info("  %s: %s rows", relation, rows)
+    if len(built) > TABLES_LOGGED:
+        log.info("  ... and %d more tables built", len(built) - TABLES_LOGGED)
     log.info(
-        "source %s: %d gold tables consistent as of TiDB ts %s (%s) in %.1fs",
-        source_name,
-        len(counts),
-        ts,
-        how,
+        "source %s: %d gold tables consistent as of TiDB ts %d (%s), %d built, %d pinned as they were; %.1fs",
+        source,
+        len(tables),
+        position.consistent_ts,
+        position.consistency,
+        len(built) // 2,
+        len(tables) - len(built) // 2,
         time.monotonic() - started,
     )
-    tag = publish(
-        spark,
-        source_name,
-        ts,
-        [
-            PublishedTable(relation, f"{m.database}.{m.table}", current_snapshot(spark, relation), rows)
-            for m in tables
-            for relation, rows in ((m.relation, counts[m.relation]), (m.history_relation, versions[m.history_relation]))
-        ],
-        started_at,
+    return result
+
+
+def _result(
+    source: str,
+    position: SilverPosition,
+    tables: list[TableState],
+    built: list[str],
+    tag: str | None,
+    started: float,
+    needing: list[str] | None = None,
+) -> GoldResult:
+    return GoldResult(
+        source,
+        position.consistent_ts,
+        position.consistency,
+        {t.gold_relation: t.rows for t in tables},
+        needing or [],
+        time.monotonic() - started,
+        {t.history_relation: t.versions for t in tables},
+        tag,
+        built,
     )
-    record_publication(config.local_dir, source_name, ts, tag)
-    return GoldResult(source_name, ts, how, counts, needing, time.monotonic() - started, versions, tag)
+
+
+def _drop_stale_tables(spark, source: str, wanted: list[gold_models.GoldModel]) -> None:
+    """Drop the source's gold and history tables no live upstream table wants any more: the table was dropped
+    upstream, or renamed (its gold table now has the new name)."""
+    namespace = names.gold_namespace(source)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote_ident(namespace)}")
+    keep = {a for m in wanted for a in (m.alias, m.history_alias)}
+    for row in spark.sql(f"SHOW TABLES IN {quote_ident(namespace)}").collect():
+        if not row["isTemporary"] and row["tableName"] not in keep:
+            log.info("gold %s.%s: dropped (its upstream table was dropped or renamed)", namespace, row["tableName"])
+            spark.sql(f"DROP TABLE IF EXISTS {quote_ident(namespace)}.{quote_ident(row['tableName'])}")

@@ -11,6 +11,7 @@ import datetime as dt
 
 from spark_jobs.gold import names
 from spark_jobs.runtime.sql import quote_ident
+from spark_jobs.runtime.tables import GOLD_TABLES
 
 HISTORY_COLUMNS = ("_row_key", "_valid_from_ts", "_valid_to_ts", "_valid_from", "_valid_to", "_op", "_is_current")
 
@@ -39,8 +40,8 @@ def as_of(spark, source: str, database: str, table: str, ts: int, keep_row_key: 
     relation = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.history_table(database, table))}"
     if not _exists(spark, source, database, table):
         raise ValueError(f"source {source} has no history table for {database}.{table}")
-    consistent = dict(spark.sql(f"SHOW TBLPROPERTIES {relation}").collect()).get("ticdc.consistent-ts")
-    if consistent is not None and int(ts) > int(consistent):
+    consistent = consistent_ts(spark, source)
+    if consistent is not None and int(ts) > consistent:
         raise ValueError(
             f"TiDB ts {ts} is later than source {source}'s consistent ts {consistent}: history does not know it yet"
         )
@@ -50,6 +51,16 @@ def as_of(spark, source: str, database: str, table: str, ts: int, keep_row_key: 
     )
     dropped = set(HISTORY_COLUMNS) - ({"_row_key"} if keep_row_key else set())
     return versions.select(*[quote_ident(c) for c in versions.columns if c not in dropped])
+
+
+def consistent_ts(spark, source: str) -> int | None:
+    """The TiDB timestamp the source's gold and history tables are consistent as of (gold.tables), or None."""
+    if not spark.catalog.tableExists(GOLD_TABLES):
+        return None
+    value = spark.sql(
+        f"SELECT min(consistent_ts) FROM {GOLD_TABLES} WHERE source = :source", args={"source": source}
+    ).collect()[0][0]
+    return int(value) if value is not None else None
 
 
 def _exists(spark, source: str, database: str, table: str) -> bool:

@@ -8,11 +8,15 @@ import shutil
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from spark_jobs.config import CatalogSettings, PipelineConfig, secret
 from spark_jobs.errors import CatalogUnavailableError, ConfigError
 from spark_jobs.runtime.logs import quiet_libraries, verbose_requested, with_quiet_spark_logs
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +110,9 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
         if cat.type == "hive":
             conf["spark.sql.catalogImplementation"] = "hive"
             conf["spark.hadoop.hive.metastore.uris"] = cat.uri
-        if cat.credentials_env:
-            conf["spark.sql.catalog.spark_catalog.token"] = secret(cat.credentials_env)
+        token = secret(cat.credentials_env)  # None: no credentials_env
+        if token is not None:
+            conf["spark.sql.catalog.spark_catalog.token"] = token
         archive = executor_env_archive(config)
         if archive is not None:
             conf["spark.archives"] = f"{archive}#{EXECUTOR_ENV}"
@@ -153,7 +158,7 @@ def check_catalog_reachable(catalog: CatalogSettings, timeout_seconds: float = 5
     )
 
 
-def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse"):
+def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse") -> SparkSession:
     """The process's SparkSession (created once, then reused), with bronze/silver/gold namespaces."""
     from pyspark.sql import SparkSession
 

@@ -21,6 +21,7 @@ SILVER_RUNS = "silver.runs"
 SILVER_SNAPSHOT_LOADS = "silver.snapshot_loads"
 
 GOLD_PUBLICATIONS = "gold.publications"
+GOLD_TABLES = "gold.tables"
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,18 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
             tag STRING NOT NULL,
             tables ARRAY<STRUCT<relation: STRING, upstream: STRING, snapshot_id: BIGINT, `rows`: BIGINT>> NOT NULL,
             run_id STRING NOT NULL, started_at TIMESTAMP NOT NULL, finished_at TIMESTAMP NOT NULL""",
+            ("source",),
+            SILVER_PROPERTIES,
+        ),
+        # What each gold table of a source is now: its relations and schema, the snapshots the newest publication
+        # pins, and the consistent ts and silver_seq it is known right as of (what the next run reads from).
+        TableDefinition(
+            GOLD_TABLES,
+            """source STRING NOT NULL, table_uid STRING NOT NULL, upstream_database STRING, upstream_table STRING,
+            gold_relation STRING NOT NULL, history_relation STRING NOT NULL, columns STRING,
+            key_columns ARRAY<STRING>, schema_fingerprint STRING, consistent_ts BIGINT NOT NULL,
+            silver_seq BIGINT NOT NULL, gold_snapshot_id BIGINT, history_snapshot_id BIGINT, `rows` BIGINT,
+            versions BIGINT, changed_ts BIGINT, ddl_events BIGINT, updated_at TIMESTAMP NOT NULL""",
             ("source",),
             SILVER_PROPERTIES,
         ),

@@ -18,12 +18,14 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_jobs.codecs import DecodeError, SchemaNotYetKnown, make_decoder
+from spark_jobs.codecs import DecodeError, Headers, SchemaNotYetKnown, make_decoder
 from spark_jobs.errors import TransientFault
 
 HANDLE_KEY_ONLY_REASON = (
     "handle-key-only: the message holds only the key (configure claim-check for large messages upstream)"
 )
+# one bronze row as `_messages` gives it: (topic, partition, offset, kafka_ms, key, value, headers)
+Message = tuple[str, int, int, int | None, bytes | None, bytes | None, Headers]
 _STR_MAP = pa.map_(pa.string(), pa.string())
 DECODED_SCHEMA = pa.schema(
     [
@@ -88,7 +90,7 @@ def decode_batches(
             decoder.decode(primer.key, primer.value, None)
         except DecodeError:
             pass
-    waiting: list[tuple] = []
+    waiting: list[Message] = []
     last_ts: dict[tuple[str, int], int] = dict(partition_ts or {})
     for batch in batches:
         out = DecodedColumns()
@@ -105,7 +107,7 @@ def decode_batches(
         yield out.record_batch()
 
 
-def _messages(batch: pa.RecordBatch) -> Iterator[tuple]:
+def _messages(batch: pa.RecordBatch) -> Iterator[Message]:
     """(topic, partition, offset, kafka_ms, key, value, headers) per bronze row, each column converted to
     Python once for the whole batch (no per-row datetime: the record time as epoch milliseconds)."""
     column = batch.column
@@ -176,7 +178,7 @@ def _array(values: list, type_: pa.DataType, shared: bool = False) -> pa.Array:
     return pa.MapArray.from_arrays(pa.array(offsets), keys, items, type_, mask=mask)
 
 
-def _decode_one(decoder, protocol: str, message: tuple, out: DecodedColumns, last_ts: dict) -> str | None:
+def _decode_one(decoder, protocol: str, message: Message, out: DecodedColumns, last_ts: dict) -> str | None:
     """Decode one message into `out`; returns the reason when it waits for its schema (nothing appended).
 
     A row that carries no commit timestamp (Avro deletes; every Avro row without the TiDB extension) is

@@ -11,6 +11,7 @@ import json
 import logging
 from dataclasses import astuple, dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from spark_jobs import ddl
 from spark_jobs.config import SourceSettings
@@ -97,6 +98,7 @@ def merge_row_changes(spark, source: str, decoded, silver_seq: int, since: int |
     first = Window.partitionBy(*CHANGE_IDENTITY).orderBy("topic", "partition", "offset", "event_index")
     rows = rows.withColumn("_n", F.row_number().over(first)).where("_n = 1").select(*ROW_CHANGE_COLUMNS)
     bound = "" if since is None else "AND (t.commit_ts >= :since OR t.commit_ts IS NULL)"
+    params: dict[str, Any] = {"source": source} if since is None else {"source": source, "since": since}
     with temp_view(rows, "silver_batch_rows") as view:
         spark.sql(
             f"""
@@ -104,7 +106,7 @@ def merge_row_changes(spark, source: str, decoded, silver_seq: int, since: int |
             ON t.source = :source {bound} AND t.source = s.source AND t.database = s.database
                AND t.`table` = s.`table` AND t.row_key <=> s.row_key AND t.commit_ts <=> s.commit_ts AND t.op = s.op
             WHEN NOT MATCHED THEN INSERT *""",
-            args={"source": source} if since is None else {"source": source, "since": since},
+            args=params,
         )
 
 
@@ -374,7 +376,7 @@ def _recorded_steps(recorded: list) -> list[tuple]:
     steps = []
     for r in recorded:
         where = (r["topic"], r["partition"], r["offset"])
-        schema = json.loads(r["table_schema"]) if r["table_schema"] else None
+        schema: Any = json.loads(r["table_schema"]) if r["table_schema"] else None  # a JSON document, or None
         if r["schema_origin"] == "inferred":
             shape = {
                 "database": r["database"],

@@ -2,7 +2,7 @@
 
 Per source: the physical time of the newest landed message (its Kafka timestamp: bronze holds no TiDB time
 yet), of the newest decoded change (its commit ts), of the consistent ts silver computed, and of the ts gold
-was last published as of (the gold tables' `ticdc.consistent-ts`); the landed offset of every partition;
+was last published as of (its newest publication); the landed offset of every partition;
 quarantine by reason with sample coordinates; landing gaps; tables needing a fresh snapshot; the gold tables
 with row counts; and one history entry for the DAG run that records it (counts of the rows each layer wrote
 since the run started, the durations Airflow measured of its tasks, and the lags then).
@@ -19,11 +19,11 @@ from spark_jobs.bronze.land import committed_offsets
 from spark_jobs.config import PipelineConfig
 from spark_jobs.gold import names
 from spark_jobs.gold.publish import latest_publication
-from spark_jobs.runtime.sql import qualified
 from spark_jobs.runtime.tables import (
     BRONZE_LANDING_GAPS,
     BRONZE_LANDING_RUNS,
     BRONZE_MESSAGES,
+    GOLD_TABLES,
     SILVER_DDL_EVENTS,
     SILVER_QUARANTINE,
     SILVER_ROW_CHANGES,
@@ -33,7 +33,6 @@ from spark_jobs.runtime.tables import (
 from spark_jobs.status.snapshot import FORMAT_VERSION, LAYERS, physical_ms, write_snapshot
 
 GOLD_INTERMEDIATE = "lake_staging.int_gold_tables"
-CONSISTENT_TS_PROPERTY = "ticdc.consistent-ts"
 REASONS_SHOWN = 20
 SAMPLES_PER_REASON = 5
 GAPS_SHOWN = 50
@@ -221,45 +220,36 @@ def _gaps(spark, source: str) -> tuple[int, list[Gap]]:
     return total, [Gap(**r.asDict()) for r in rows]
 
 
-def _gold_tables(spark, source: str, counted: dict[str, int]) -> list[GoldTable]:
-    """Every gold table dbt's intermediate models publish for the source, with its rows (as `counted` by the
-    gold build just before, else counted here) and the consistent ts it is published as of."""
+def _gold_tables(spark, source: str) -> list[GoldTable]:
+    """Every gold table of the source with its rows and versions as its newest publication holds them
+    (gold.tables, one read whatever the number of tables), and whether it needs a fresh snapshot (dbt's
+    intermediate int_gold_tables). A table the last plan names but no run has built yet shows no rows."""
     if not spark.catalog.tableExists(GOLD_INTERMEDIATE):
         return []
     rows = spark.sql(
-        f"""SELECT upstream_database, upstream_table, needs_snapshot FROM {GOLD_INTERMEDIATE}
-        WHERE source_name = :source ORDER BY upstream_database, upstream_table""",
+        f"""SELECT planned.upstream_database, planned.upstream_table, planned.needs_snapshot,
+                   recorded.gold_relation, recorded.`rows`, recorded.versions, recorded.consistent_ts
+            FROM {GOLD_INTERMEDIATE} AS planned
+            LEFT JOIN {GOLD_TABLES} AS recorded
+                ON recorded.source = planned.source_name AND recorded.table_uid = planned.table_uid
+            WHERE planned.source_name = :source
+            ORDER BY planned.upstream_database, planned.upstream_table""",
         args={"source": source},
     ).collect()
     namespace = names.gold_namespace(source)
-    tables = []
-    for database, table, needs_snapshot in rows:
-        name = names.gold_table(database, table)
-        relation, quoted = f"{namespace}.{name}", qualified(namespace, name)
-        built = spark.catalog.tableExists(relation)
-        properties = dict(spark.sql(f"SHOW TBLPROPERTIES {quoted}").collect()) if built else {}
-        ts = properties.get(CONSISTENT_TS_PROPERTY)
-        rows = counted.get(relation)
-        if rows is None and built:
-            rows = spark.table(quoted).count()
-        history = names.history_table(database, table)
-        versions = (
-            spark.table(qualified(namespace, history)).count()
-            if spark.catalog.tableExists(f"{namespace}.{history}")
-            else None
+    return [
+        GoldTable(
+            relation=r["gold_relation"]
+            or f"{namespace}.{names.gold_table(r['upstream_database'], r['upstream_table'])}",
+            database=r["upstream_database"],
+            table=r["upstream_table"],
+            rows=r["rows"],
+            consistent_ts=r["consistent_ts"],
+            needs_snapshot=bool(r["needs_snapshot"]),
+            versions=r["versions"],
         )
-        tables.append(
-            GoldTable(
-                relation=relation,
-                database=database,
-                table=table,
-                rows=rows,
-                consistent_ts=int(ts) if ts is not None and ts.isdigit() else None,
-                needs_snapshot=bool(needs_snapshot),
-                versions=versions,
-            )
-        )
-    return tables
+        for r in rows
+    ]
 
 
 def _run_record(
@@ -295,7 +285,7 @@ def _run_record(
         gold_rows=sum(t.rows or 0 for t in gold),
         gold_consistent_ts=layers["gold"].ts,
         lag_seconds={
-            layer: None if layers[layer].physical_ms is None else (now_ms - layers[layer].physical_ms) / 1000
+            layer: None if (physical_ms := layers[layer].physical_ms) is None else (now_ms - physical_ms) / 1000
             for layer in LAYERS
         },
     )
@@ -306,16 +296,14 @@ def collect_status(
     config: PipelineConfig,
     source_name: str,
     run: RunInfo,
-    gold_rows: dict[str, int] | None = None,
     now_ms: int | None = None,
 ) -> SourceStatus:
-    """The source's status as of now, read from the bronze, silver, intermediate and gold tables; `gold_rows`
-    are the rows per gold table the run's gold build counted (a table it did not count is counted here)."""
+    """The source's status as of now, read from the bronze, silver and intermediate tables and the gold state."""
     source = config.source(source_name)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     ensure_tables(spark, "bronze")
     ensure_tables(spark, "silver")
-    gold = _gold_tables(spark, source.name, gold_rows or {})
+    gold = _gold_tables(spark, source.name)
     publication = _publication(spark, source.name)
     layers, consistency = _layer_times(spark, source.name, gold, publication)
     quarantined, reasons = _quarantine(spark, source.name)
@@ -350,8 +338,6 @@ def _publication(spark, source: str) -> Publication | None:
     return Publication(row["tag"], row["consistent_ts"], len(row["tables"]), finished)
 
 
-def record_status(
-    spark, config: PipelineConfig, source_name: str, run: RunInfo, gold_rows: dict[str, int] | None = None
-) -> Path:
+def record_status(spark, config: PipelineConfig, source_name: str, run: RunInfo) -> Path:
     """Collect the source's status and write it where the status page reads it; returns the file."""
-    return write_snapshot(config.local_dir, asdict(collect_status(spark, config, source_name, run, gold_rows)))
+    return write_snapshot(config.local_dir, asdict(collect_status(spark, config, source_name, run)))

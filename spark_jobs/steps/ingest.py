@@ -3,14 +3,14 @@ freshness check, the status snapshot, the dbt docs site)."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from spark_jobs.bronze.land import LandingResult, land_bronze
 from spark_jobs.codecs import sends_watermarks
+from spark_jobs.gold import docs as gold_docs
 from spark_jobs.gold.build import GoldResult, RebuildScope, build_gold, run_dbt
-from spark_jobs.gold.models import model_selector
 from spark_jobs.runtime import freshness
 from spark_jobs.runtime.results import Result
 from spark_jobs.silver.build import SilverResult, build_silver
@@ -33,12 +33,18 @@ def decode(source: str, config: ConfigRef = None) -> SilverResult:
 
 
 def publish_gold(
-    source: str, config: ConfigRef = None, *, rebuild: bool | RebuildScope = False, test: bool = True
+    source: str,
+    config: ConfigRef = None,
+    *,
+    rebuild: bool | RebuildScope = False,
+    test: bool = True,
+    full_check: bool = False,
 ) -> GoldResult:
-    """Gold and history up to the consistent timestamp, tested by dbt and published at one tag."""
+    """Gold and history up to the consistent timestamp, at the cost of what changed: checked by dbt (every table
+    whole with `full_check`) and published at one timestamp."""
     cfg = pipeline_config(config, source)
     with writing(cfg, source, f"publish gold {source}") as spark:
-        return build_gold(spark, cfg, source, test=test, rebuild=rebuild)
+        return build_gold(spark, cfg, source, test=test, rebuild=rebuild, full_check=full_check)
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,7 @@ class RunResult(Result):
     decoded: SilverResult
     published: GoldResult
 
-    def xcom(self):
+    def xcom(self) -> dict[str, Any]:
         return {"land": self.landed.xcom(), "decode": self.decoded.xcom(), "gold": self.published.xcom()}
 
     def lines(self) -> list[str]:
@@ -77,7 +83,7 @@ def check_freshness(source: str, consistent_ts: int | None, config: ConfigRef = 
             ["source", "freshness", "--select", "source:silver.watermarks"],
             cfg,
             source,
-            freshness.dbt_freshness_vars(cfg.freshness),
+            {"source_name": source, **freshness.dbt_freshness_vars(cfg.freshness)},
         )
     return check
 
@@ -87,29 +93,23 @@ def record_status(
     run_id: str,
     started_at_ms: int,
     tasks: dict[str, tuple[str | None, float | None]],
-    gold_rows: dict[str, int] | None = None,
     config: ConfigRef = None,
 ) -> str:
-    """The source's status snapshot (what the status page reads, without Spark): numbers from the tables (gold's
-    row counts from the run's gold build when it ran) and the run's tasks (id -> state and seconds). Returns the
-    file's path."""
+    """The source's status snapshot (what the status page reads, without Spark): numbers from the tables and the
+    gold state, and the run's tasks (id -> state and seconds). Returns the file's path."""
     cfg = pipeline_config(config, source)
     run = collect.RunInfo(run_id, started_at_ms, {t: collect.TaskOutcome(*outcome) for t, outcome in tasks.items()})
-    return str(collect.record_status(reading(cfg, f"status {source}"), cfg, source, run, gold_rows))
+    return str(collect.record_status(reading(cfg, f"status {source}"), cfg, source, run))
 
 
 @dataclass(frozen=True)
 class DocsResult(Result):
-    catalog_relations: int  # tables and views the docs site describes
+    catalog_relations: int  # tables, views and sources the docs site describes
 
 
-def generate_docs(source: str, config: ConfigRef = None) -> DocsResult:
-    """The dbt docs site regenerated against the real tables (its catalog has their columns and sizes); the
-    plugin serves it from `<local_dir>/dbt/target`. Only the configured sources' gold models are compiled: the
-    checkout may hold generated models of sources this lakehouse does not have."""
+def generate_docs(source: str, built: list[str] | None = None, config: ConfigRef = None) -> DocsResult:
+    """The dbt docs site regenerated (the plugin serves it from `<local_dir>/dbt/target`): the manifest whole,
+    the catalog only for the relations `built` by the source's last gold run and those new to the site (None:
+    every relation). Only this lakehouse's sources' gold models are in the project."""
     cfg = pipeline_config(config, source)
-    reading(cfg, f"docs {source}")  # dbt runs inside this process's session
-    selected = ["source:silver", "staging", "intermediate", *(model_selector(s.name) for s in cfg.sources)]
-    run_dbt(["docs", "generate", "--select", *selected], cfg, source)
-    catalog = json.loads((cfg.local_dir / "dbt" / "target" / "catalog.json").read_text())
-    return DocsResult(len(catalog["nodes"]))
+    return DocsResult(gold_docs.generate_docs(reading(cfg, f"docs {source}"), cfg, source, built))

@@ -140,7 +140,7 @@ class AsOf(Result):
     table: str
     ts: int
     columns: list[str]
-    rows: list[tuple]  # the first rows asked for
+    rows: list[tuple[Any, ...]]  # the first rows asked for
     count: int  # all rows
 
     def lines(self) -> list[str]:

@@ -1,7 +1,7 @@
-"""What dbt checks after a gold build: a rebuilt table whole, an incremental build what it changed (rows whose
-newest change, and versions opened or closed, after the build before: `ticdc.changed-after-ts`), so that the
-checks cost what the run costs (architecture.md, decision 6). A duplicate among the changed rows of gold or
-history fails the build's tests, naming them."""
+"""What dbt checks after a gold build, in one test per run (gold_run_checks): a rebuilt table whole, an incremental
+build the keys it changed, so that the checks cost what the run costs (architecture.md, decision 6). A duplicate
+among the changed rows of gold or history, or a row missing, fails the build's checks, naming the table and the
+problem; a full check reads every table whole."""
 
 from __future__ import annotations
 
@@ -38,11 +38,13 @@ SECOND = [
 ]
 
 
-def properties(spark, relation: str) -> dict[str, str]:
-    return {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {relation}").collect()}
+def plan_of(spark, source: str) -> dict[str, str]:
+    """What the source's last run's plan says its checks read of each layer (the one table here)."""
+    (row,) = spark.sql(f"SELECT gold_check, history_check FROM lake_staging.{gold_models.plan_model(source)}").collect()
+    return {"gold": row[0], "history": row[1]}
 
 
-def test_an_incremental_build_checks_the_rows_it_changed(spark, broker, source_config):
+def test_a_run_checks_the_rows_it_changed_in_one_test(spark, broker, source_config):
     source = "gold_checks"
     broker.create_topics([source], partitions=1)
     config = source_config(source)
@@ -55,8 +57,7 @@ def test_an_incremental_build_checks_the_rows_it_changed(spark, broker, source_c
     build_silver(spark, config, source)
     first = build_gold(spark, config, source)
     assert first.consistent_ts == tso(40)
-    assert properties(spark, gold)["ticdc.changed-after-ts"] == ""  # built whole: tested whole
-    assert properties(spark, history)["ticdc.layer"] == "history"
+    assert plan_of(spark, source) == {"gold": "whole", "history": "whole"}  # built whole: checked whole
 
     produce(broker.bootstrap, encode_stream("canal-json", SECOND, topic=source, partitions=1, options=options))
     land_bronze(spark, config, source)
@@ -65,26 +66,43 @@ def test_an_incremental_build_checks_the_rows_it_changed(spark, broker, source_c
     assert second.consistent_ts == tso(70)
     assert_gold_is_upstream(spark, source, Workload(0, "canal-json", FIRST + SECOND, []), second.consistent_ts)
     assert second.history[history.replace("`", "")] == 5 + 2 + 1  # five inserts, two updates of row 2, row 6
-    for relation in (gold, history):
-        assert properties(spark, relation)["ticdc.changed-after-ts"] == str(tso(40))
+    assert plan_of(spark, source) == {"gold": "changed", "history": "changed"}
     # the incremental history closed row 2's first version at its first new change and row 3's at its delete
     closed = spark.sql(f"SELECT id, _valid_to_ts FROM {history} WHERE _valid_from_ts < {tso(50)} AND NOT _is_current")
     assert {r["id"]: r["_valid_to_ts"] for r in closed.collect()} == {2: tso(50), 3: tso(60)}
 
-    def failing_tests() -> str:
+    def failing_checks() -> set[tuple[str, str]]:
+        """The checks fail; what they found (dbt keeps a failing test's rows with --store-failures)."""
         with pytest.raises(DbtError) as failed:
-            run_dbt(["test", "--select", gold_models.model_selector(source)], config, source)
-        return str(failed.value)
+            run_dbt(["test", "--select", gold_models.checks_model(source), "--store-failures"], config, source)
+        assert "gold_run_checks" in str(failed.value), failed.value
+        (audit,) = [
+            r["tableName"]
+            for r in spark.sql("SHOW TABLES IN dbt_test__audit").collect()
+            if r["tableName"].startswith("gold_run_checks") and source in r["tableName"]
+        ]
+        return {(r["relation"], r["problem"]) for r in spark.table(f"dbt_test__audit.{audit}").collect()}
 
+    run_dbt(["test", "--select", gold_models.checks_model(source)], config, source)  # as built: passes
     spark.sql(f"INSERT INTO {gold} SELECT * FROM {gold} WHERE id = 2")  # a row the last run changed, twice
     spark.sql(f"INSERT INTO {history} SELECT * FROM {history} WHERE id = 6")  # a version it opened, twice
-    message = failing_tests()
-    assert all(name in message for name in ("unique_", "gold_rows_match_silver", "unique_versions")), message
+    relations = {"gold": gold.replace("`", ""), "history": history.replace("`", "")}
+    assert failing_checks() == {
+        (relations["gold"], "a _row_key more than once"),
+        (relations["gold"], "gold rows differ from the keys silver says are live"),
+        (relations["history"], "a version listed more than once"),
+    }
     spark.sql(f"DELETE FROM {gold} WHERE id = 2")  # now a row the last run changed is missing
-    assert "gold_rows_match_silver" in failing_tests()
+    assert failing_checks() == {
+        (relations["gold"], "gold rows differ from the keys silver says are live"),
+        (relations["history"], "a version listed more than once"),
+    }
 
-    rebuilt = build_gold(spark, config, source, rebuild=True)  # replaced from silver and tested whole: passes
+    rebuilt = build_gold(spark, config, source, rebuild=True)  # replaced from silver and checked whole: passes
     assert_gold_is_upstream(spark, source, Workload(0, "canal-json", FIRST + SECOND, []), rebuilt.consistent_ts)
-    assert properties(spark, gold)["ticdc.changed-after-ts"] == ""
+    assert plan_of(spark, source) == {"gold": "whole", "history": "whole"}
     spark.sql(f"INSERT INTO {gold} SELECT * FROM {gold} WHERE id = 1")  # a row no run changed since the first
-    assert "unique_" in failing_tests()  # a rebuilt table is checked whole
+    assert failing_checks() == {  # a rebuilt table is checked whole
+        (relations["gold"], "a _row_key more than once"),
+        (relations["gold"], "gold rows differ from the keys silver says are live"),
+    }

@@ -1,7 +1,7 @@
-"""One consistent publication per source: every gold and history table tagged at the run's consistent
-timestamp, the publication row written last, and a reader of the newest publication's tags sees all tables at
-that one timestamp while later runs commit; as-of from history (the CLI's function) gives a table's rows at
-any earlier moment."""
+"""One consistent publication per source: every gold and history table pinned to one snapshot at the run's
+consistent timestamp, the publication row written last, and a reader of the newest publication's snapshots sees
+all tables at that one timestamp while later runs commit; as-of from history (the CLI's function) gives a table's
+rows at any earlier moment."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.gold.history import as_of
 from spark_jobs.gold.publish import latest_publication, read_published, tag_name
+from spark_jobs.runtime.iceberg import main_snapshot
 from spark_jobs.silver.build import build_silver
 from tests.e2e.test_silver import tso
 from ticdc_devkit.broker import produce
@@ -76,7 +77,7 @@ def test_readers_of_the_newest_publication_see_every_table_at_one_timestamp(
     stop = threading.Event()
 
     def read_publications() -> None:
-        """Read the newest publication's tags of both tables, over and over, while runs commit."""
+        """Read both tables at the newest publication's snapshots, over and over, while runs commit."""
         while not stop.wait(0.5):
             publication = latest_publication(spark, SOURCE)
             if publication is None:
@@ -110,12 +111,8 @@ def test_readers_of_the_newest_publication_see_every_table_at_one_timestamp(
             assert set(published) == {
                 r for relation in relations.values() for r in (relation, relation + names.HISTORY_SUFFIX)
             }
-            for table in published.values():
-                tags = spark.sql(
-                    f"SELECT snapshot_id FROM {table['relation']}.refs WHERE name = :tag",
-                    args={"tag": publication["tag"]},
-                ).collect()
-                assert [r[0] for r in tags] == [table["snapshot_id"]]
+            for table in published.values():  # both tables change every run: pinned to what the run committed
+                assert table["snapshot_id"] == main_snapshot(spark, table["relation"]), table
             assert published[relations[ORDERS]]["rows"] == run + 1
     finally:
         stop.set()

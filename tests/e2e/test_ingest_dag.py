@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from spark_jobs.canonical.values import canonical_type
-from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_QUARANTINE, SILVER_ROW_CHANGES
+from spark_jobs.runtime.tables import BRONZE_MESSAGES, GOLD_TABLES, SILVER_QUARANTINE, SILVER_ROW_CHANGES
 from ticdc_devkit.broker import produce
 from ticdc_devkit.gold_check import gold_state, oracle_state
 from ticdc_devkit.simulator.model import RowChange, Watermark
@@ -85,8 +85,10 @@ def assert_gold_equals_oracle(spark, events, as_of: int, gold: dict) -> None:
         expected = oracle_state(upstream[(schema.database, schema.name)], columns)
         actual = gold_state(spark, table, columns)
         assert actual == expected, f"{table} differs from the upstream database as of {as_of}"
-        props = dict(spark.sql(f"SHOW TBLPROPERTIES {table}").collect())
-        assert int(props["ticdc.consistent-ts"]) == as_of
+        recorded = spark.sql(
+            f"SELECT consistent_ts FROM {GOLD_TABLES} WHERE gold_relation = :relation", args={"relation": table}
+        ).collect()
+        assert [r[0] for r in recorded] == [as_of], f"{table}: gold.tables says {recorded}"
 
 
 def test_ingest_dag_builds_gold_equal_to_upstream(broker, pipeline_config, spark, airflow_db):

@@ -28,6 +28,7 @@ from spark_jobs.gold.publish import latest_publication
 from spark_jobs.runtime.tables import (
     BRONZE_LANDING_RUNS,
     BRONZE_MESSAGES,
+    GOLD_TABLES,
     SILVER_DDL_EVENTS,
     SILVER_QUARANTINE,
     SILVER_ROW_CHANGES,
@@ -307,10 +308,12 @@ def test_status_page_shows_the_numbers_of_the_tables(page, api_server, spark, wi
         row = f"{section} tr[data-gold-table='{relation}']"
         assert int(_cell(page, f"{row} [data-field=rows]")) == spark.table(relation).count()
         assert int(_cell(page, f"{row} [data-field=versions]")) == spark.table(relation + "__history").count()
-        props = dict(spark.sql(f"SHOW TBLPROPERTIES {relation}").collect())
-        assert int(_cell(page, f"{row} [data-field=consistent-ts]")) == int(props["ticdc.consistent-ts"])
+        recorded = spark.sql(
+            f"SELECT consistent_ts FROM {GOLD_TABLES} WHERE gold_relation = :relation", args={"relation": relation}
+        ).collect()[0][0]
+        assert int(_cell(page, f"{row} [data-field=consistent-ts]")) == recorded
 
-    # the newest publication: the tag every gold and history table carries
+    # the newest publication: the name every gold and history table is pinned under
     publication = latest_publication(spark, SOURCE)
     assert _cell(page, f"{section} [data-field=publication-tag]") == publication["tag"] == f"ticdc_{consistent}"
 

@@ -16,8 +16,8 @@ import pytest
 from spark_jobs import steps
 from spark_jobs.bronze.land import land_bronze
 from spark_jobs.gold import names
-from spark_jobs.gold.build import build_gold, published_tables
-from spark_jobs.gold.publish import current_snapshot
+from spark_jobs.gold.build import build_gold, planned_models
+from spark_jobs.runtime.iceberg import main_snapshot
 from spark_jobs.runtime.lock import source_lock
 from spark_jobs.runtime.tables import BRONZE_LANDING_RUNS, SILVER_RUNS, TABLES
 from spark_jobs.silver.build import build_silver
@@ -52,7 +52,7 @@ def silver_of_source(spark, source: str) -> dict[str, list[str]]:
 def snapshots(spark, source: str) -> dict[str, int]:
     """The current snapshot id of every gold and history table of a source."""
     namespace = names.gold_namespace(source)
-    return {t: current_snapshot(spark, f"{namespace}.{t}") for t in gold_snapshot(spark, source)}
+    return {t: main_snapshot(spark, f"{namespace}.{t}") for t in gold_snapshot(spark, source)}
 
 
 def trigger(dag_id: str, conf: dict | None = None, skip: str | None = None):
@@ -92,7 +92,7 @@ def test_each_layer_rebuilt_equals_incremental_and_ingest_waits_for_a_rebuild(
     assert gold_snapshot(spark, SOURCE) == gold, "gold built after the silver rebuild differs"
     before = snapshots(spark, SOURCE)
 
-    model = published_tables(spark, SOURCE)[0]
+    model = planned_models(spark, SOURCE)[0]
     named = ".".join("`" + name.replace("`", "``") + "`" for name in (model.database, model.table))
     trigger("ticdc_rebuild", {"source": SOURCE, "layer": "gold", "tables": named})
     after = snapshots(spark, SOURCE)

@@ -23,7 +23,12 @@ ranked as (
 
 latest as (
 
-    select source_name, consistent_ts, consistency, finished_at, silver_seq
+    select
+        source_name,
+        consistent_ts,
+        consistency,
+        finished_at,
+        silver_seq
     from ranked
     where run_rank = 1 and consistent_ts is not null
 

@@ -57,8 +57,8 @@ versions as (
         ddl_type,
         commit_ts as valid_from_ts,
         lead(commit_ts) over (partition by source_name, table_uid order by commit_ts) as valid_to_ts,
-        table_schema.columns as columns,
-        table_schema.key_columns as key_columns,
+        table_schema.columns,
+        table_schema.key_columns,
         table_schema is null or ddl_type in ('drop_table', 'drop_database') as is_dropped,
         needs_snapshot,
         understood

@@ -1,0 +1,79 @@
+"""The dbt docs site at the cost of what changed.
+
+`dbt docs generate` describes every relation of the project in every run (its catalog: a table's columns and
+types), which at hundreds of gold tables costs more than the run. Here dbt writes the site and the manifest
+without compiling the models or reading the catalog (`--no-compile --empty-catalog`), and the catalog is kept
+from run to run: the relations the run built, those new to the site and the small shared ones (staging,
+intermediate, the plans) are described again from Spark's schemas, every other entry stays as it was, and an
+entry whose model or source is gone leaves.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from spark_jobs.gold.build import run_dbt
+from spark_jobs.runtime.files import write_json_atomically
+
+SHARED_SCHEMAS = ("lake_staging", "silver")  # always described again: a few small relations
+
+
+def _relation(node: dict) -> str:
+    return f"{node['schema']}.{node.get('alias') or node.get('identifier') or node['name']}"
+
+
+def _entry(spark, unique_id: str, relation: str, kind: str) -> dict | None:
+    """A catalog entry in dbt's format, from the relation's Spark schema (None: the relation does not exist)."""
+    if not spark.catalog.tableExists(relation):
+        return None
+    schema, _, name = relation.partition(".")
+    columns = {
+        field.name: {"type": field.dataType.simpleString(), "index": index, "name": field.name, "comment": None}
+        for index, field in enumerate(spark.table(relation).schema.fields, 1)
+    }
+    no_stats = {"id": "has_stats", "label": "Has Stats?", "value": False, "include": False, "description": ""}
+    return {
+        "metadata": {"type": kind, "schema": schema, "name": name, "database": None, "comment": None, "owner": None},
+        "columns": columns,
+        "stats": {"has_stats": no_stats},
+        "unique_id": unique_id,
+    }
+
+
+def generate_docs(spark, config, source: str, built: list[str] | None = None) -> int:
+    """Regenerate the docs site under `<local_dir>/dbt/target` (the plugin serves it); `built`: the relations
+    the source's last gold run built (None: describe every relation again). Returns the catalog's entries."""
+    target = config.local_dir / "dbt" / "target"
+    catalog_path = target / "catalog.json"
+    previous = _read(catalog_path)
+    run_dbt(["docs", "generate", "--no-compile", "--empty-catalog"], config, source)
+    manifest = json.loads((target / "manifest.json").read_text())
+    fresh = set(built) if built is not None else None
+    catalog: dict[str, dict] = {"nodes": {}, "sources": {}}
+    for section, items in (("nodes", manifest["nodes"]), ("sources", manifest["sources"])):
+        for unique_id, node in items.items():
+            if node["resource_type"] not in ("model", "source"):
+                continue
+            relation = _relation(node)
+            kept = previous.get(section, {}).get(unique_id)
+            stale = fresh is None or relation in fresh or node["schema"] in SHARED_SCHEMAS or kept is None
+            kind = "view" if node.get("config", {}).get("materialized") == "view" else "table"
+            entry = _entry(spark, unique_id, relation, kind) if stale else kept
+            if entry is not None:
+                catalog[section][unique_id] = entry
+    kept_metadata = {k: manifest["metadata"].get(k) for k in ("dbt_version", "generated_at", "invocation_id", "env")}
+    document = {
+        "metadata": {"dbt_schema_version": "https://schemas.getdbt.com/dbt/catalog/v1.json", **kept_metadata},
+        **catalog,
+        "errors": None,
+    }
+    write_json_atomically(catalog_path, document)
+    return len(catalog["nodes"]) + len(catalog["sources"])
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
