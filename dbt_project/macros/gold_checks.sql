@@ -18,14 +18,17 @@
 {% macro gold_checked_tables(source_name, plan_relation) %}
     {%- if not execute -%} {{ return([]) }} {%- endif -%}
     {%- set query -%}
-        select table_uid, gold_check, history_check, previous_consistent_ts, previous_silver_seq, late
+        select table_uid, gold_check, history_check, previous_consistent_ts, previous_silver_seq, late,
+               to_json(versions), consistent_ts, truncated_at_ts, snapshot_at_ts
         from {{ plan_relation }}
         where gold_check is not null or history_check is not null
     {%- endset -%}
     {%- set planned = {} -%}
     {%- for row in run_query(query).rows -%}
         {%- do planned.update({row[0]: {'uid': row[0], 'gold_check': row[1], 'history_check': row[2],
-                                        'previous_ts': row[3], 'previous_seq': row[4], 'late': row[5]}}) -%}
+                                        'previous_ts': row[3], 'previous_seq': row[4], 'late': row[5],
+                                        'versions': fromjson(row[6]), 'consistent_ts': row[7],
+                                        'truncated_at_ts': row[8], 'snapshot_at_ts': row[9]}}) -%}
     {%- endfor -%}
     {%- for node in graph.nodes.values() -%}
         {%- set uid = node.config.get('table_uid') -%}
@@ -39,24 +42,62 @@
 {% endmacro %}
 
 
-{#- The rows of one table's check: `gold` or `history`, `whole` or the keys the run changed (table_keys). -#}
-{% macro gold_checked_rows(table, layer, index) -%}
-    {%- if table[layer ~ '_check'] == 'whole' -%}
-        select * from {{ table[layer] }}
+{#- Which checked table a silver change belongs to (its table_index), by the names each table had while it had
+    them; null for a change of no checked table. -#}
+{% macro gold_checked_table_index(tables) -%}
+    case
+    {%- for table in tables %}
+        {%- set index = loop.index %}
+        {%- for version in table.versions %}
+        when {{ gold_version_predicate(version) }} then {{ index }}
+        {%- endfor %}
+    {%- endfor %}
+    end
+{%- endmacro %}
+
+
+{#- A CASE over the checked tables: `expressions` maps a table to its SQL value (none: null for that table). -#}
+{% macro gold_per_table(tables, expressions) -%}
+    case table_index
+    {%- for table in tables %}
+        {%- set value = expressions(table) %}
+        {%- if value is not none %} when {{ loop.index }} then {{ value }}{% endif %}
+    {%- endfor %}
+    end
+{%- endmacro %}
+
+
+{#- Per checked table, in the run's checks: the consistent ts it was recorded right as of; whether a silver change
+    is new to it (silver gained it, or the consistent ts has just passed it); which of its changes the checks read
+    (every one of a table checked whole or with a late change, else the new ones); which are published. -#}
+{% macro gold_check_since(table) -%}
+    {{ sql_integer(table.previous_ts if table.previous_ts is not none else -1) }}
+{%- endmacro %}
+
+{% macro gold_check_is_new(table) -%}
+    {%- if table.gold_check == 'whole' -%} true
     {%- else -%}
-        select checked.* from {{ table[layer] }} as checked
-        left semi join table_keys
-            on table_keys.table_index = {{ index }} and checked._row_key = table_keys.row_key
+        (silver_seq > {{ sql_integer(table.previous_seq if table.previous_seq is not none else -1) }}
+         or commit_ts > {{ gold_check_since(table) }})
     {%- endif -%}
+{%- endmacro %}
+
+{% macro gold_check_read_all(table) -%}
+    {{ 'true' if table.gold_check == 'whole' or table.late else gold_check_is_new(table) }}
+{%- endmacro %}
+
+{% macro gold_check_published(table) -%}
+    commit_ts > {{ sql_integer(table.truncated_at_ts if table.truncated_at_ts is not none else -1) }}
+    and commit_ts >= {{ sql_integer(table.snapshot_at_ts if table.snapshot_at_ts is not none else -1) }}
 {%- endmacro %}
 
 
 {% test gold_run_checks(model, source_name) %}
-{%- set inputs = {'gold_tables': ref('int_gold_tables'), 'changes': ref('int_table_changes')} -%}
+{%- set inputs = {'changes': ref('stg_row_changes')} -%}
 {%- set tables = gold_checked_tables(source_name, model) -%}
+{%- set gold = tables | selectattr('gold_check') | selectattr('gold', 'defined') | list -%}
+{%- set history = tables | selectattr('history_check') | selectattr('history', 'defined') | list -%}
 {%- set bounded = tables | selectattr('gold_check', 'equalto', 'changed') | rejectattr('late') | list -%}
-{%- set seq = bounded | map(attribute='previous_seq') | min if bounded else none -%}
-{%- set ts = bounded | map(attribute='previous_ts') | min if bounded else none -%}
 
 with
 
@@ -71,152 +112,187 @@ problems as (
 
 {%- else %}
 
+silver_rows as (
+
+    select
+        {{ gold_checked_table_index(tables) }} as table_index,
+        row_key,
+        op,
+        struct(commit_ts, op_order, kafka_partition, kafka_offset, event_index) as change_order,
+        commit_ts,
+        silver_seq
+    from {{ inputs.changes }}
+    where source_name = {{ sql_string(source_name) }}
+      and commit_ts <= {{ sql_integer(tables[0].consistent_ts) }}
+    {%- if bounded | length == tables | length %}
+      and (silver_seq > {{ sql_integer(bounded | map(attribute='previous_seq') | min) }}
+           or commit_ts > {{ sql_integer(bounded | map(attribute='previous_ts') | min) }})
+    {%- endif %}
+
+),
+
+silver_keys as (
+
+    select
+        table_index,
+        row_key,
+        max_by(op, change_order) as newest_op,
+        bool_or({{ gold_per_table(tables, gold_check_is_new) }}) as changed
+    from silver_rows
+    where table_index is not null
+      and {{ gold_per_table(tables, gold_check_published) }}
+      and {{ gold_per_table(tables, gold_check_read_all) }}
+    group by table_index, row_key
+
+),
+
+silver_live_keys as (
+
+    select table_index, count_if(newest_op <> 'delete') as live_keys
+    from silver_keys
+    where changed
+    group by table_index
+
+),
+
+{%- set late = gold | selectattr('late') | list %}
+
+gold_rows as (
+
+    {%- for table in gold %}
+    {{ 'union all' if not loop.first }}
+    select {{ tables.index(table) + 1 }} as table_index, _row_key, _op
+    from {{ table.gold }}
+    {%- if table.gold_check == 'changed' and not table.late %}
+    where _commit_ts > {{ gold_check_since(table) }}
+    {%- endif %}
+    {%- else %}
+    select 0 as table_index, cast(null as string) as _row_key, cast(null as string) as _op where false
+    {%- endfor %}
+
+),
+
+checked_gold as (
+
+    {%- if late %}
+    select gold_rows.*
+    from gold_rows
+    left semi join silver_keys
+        on gold_rows.table_index = silver_keys.table_index
+        and gold_rows._row_key = silver_keys.row_key
+        and silver_keys.changed
+    where gold_rows.table_index in ({% for table in late %}{{ ', ' if not loop.first }}{{ tables.index(table) + 1 }}{% endfor %})
+    union all
+    select * from gold_rows
+    where gold_rows.table_index not in ({% for table in late %}{{ ', ' if not loop.first }}{{ tables.index(table) + 1 }}{% endfor %})
+    {%- else %}
+    select * from gold_rows
+    {%- endif %}
+
+),
+
+gold_keys as (
+
+    select
+        table_index,
+        _row_key,
+        count(*) as copies,
+        bool_or(_op is null or _op not in ('insert', 'update')) as bad_op
+    from checked_gold
+    group by table_index, _row_key
+
+),
+
+gold_counts as (
+
+    select table_index, sum(copies) as gold_rows
+    from gold_keys
+    group by table_index
+
+),
+
+history_versions as (
+
+    {%- for table in history %}
+    {{ 'union all' if not loop.first }}
+    select
+        {{ tables.index(table) + 1 }} as table_index,
+        _row_key,
+        _valid_from_ts,
+        _valid_to_ts,
+        {{ 'true' if table.history_check == 'whole' else '_valid_from_ts > ' ~ gold_check_since(table) ~ ' or _valid_to_ts > ' ~ gold_check_since(table) }}
+            as touched
+    from {{ table.history }}
+    {%- if table.history_check == 'changed' %}
+    where _valid_from_ts > {{ gold_check_since(table) }} or _valid_to_ts > {{ gold_check_since(table) }} or _valid_to_ts is null
+    {%- endif %}
+    {%- else %}
+    select
+        0 as table_index, cast(null as string) as _row_key, cast(null as bigint) as _valid_from_ts,
+        cast(null as bigint) as _valid_to_ts, false as touched
+    where false
+    {%- endfor %}
+
+),
+
+history_keys as (
+
+    select
+        table_index,
+        _row_key,
+        count_if(touched) - count(distinct case when touched then _valid_from_ts end) as repeated,
+        count_if(_valid_to_ts is null) as open_versions
+    from history_versions
+    group by table_index, _row_key
+    having bool_or(touched)
+
+),
+
 checked_tables as (
 
     {%- for table in tables %}
     {{ 'union all' if not loop.first }}
     select
         {{ loop.index }} as table_index,
-        {{ sql_string(table.uid) }} as table_uid,
-        {{ 'true' if table.gold_check == 'whole' or table.late else 'false' }} as all_changes,
-        {{ sql_integer(table.previous_ts if table.previous_ts is not none else -1) }} as previous_ts,
-        {{ sql_integer(table.previous_seq if table.previous_seq is not none else -1) }} as previous_seq,
-        {{ 'true' if table.gold_check == 'whole' else 'false' }} as whole
+        {{ sql_string(table.gold) if table.gold is defined else 'cast(null as string)' }} as gold_relation,
+        {{ sql_string(table.history) if table.history is defined else 'cast(null as string)' }} as history_relation,
+        {{ 'true' if table in gold else 'false' }} as gold_checked
     {%- endfor %}
 
 ),
 
-gold_tables as (
-
-    select * from {{ inputs.gold_tables }}
-    where source_name = {{ sql_string(source_name) }}
-
-),
-
-published_changes as (
-
-    select
-        checked_tables.table_index,
-        checked_tables.all_changes,
-        checked_tables.whole,
-        checked_tables.previous_ts,
-        checked_tables.previous_seq,
-        table_changes.*
-    from {{ inputs.changes }} as table_changes
-    inner join checked_tables
-        on table_changes.table_uid = checked_tables.table_uid
-    inner join gold_tables
-        on table_changes.table_uid = gold_tables.table_uid
-        and table_changes.commit_ts <= gold_tables.consistent_ts
-        and table_changes.commit_ts > coalesce(gold_tables.truncated_at_ts, -1)
-        and table_changes.commit_ts >= coalesce(gold_tables.snapshot_at_ts, -1)
-    where table_changes.source_name = {{ sql_string(source_name) }}
-    {%- if seq is not none and bounded | length == tables | length %}
-      and (table_changes.silver_seq > {{ sql_integer(seq) }} or table_changes.commit_ts > {{ sql_integer(ts) }})
-    {%- endif %}
-
-),
-
-new_changes as (
-
-    select * from published_changes
-    where silver_seq > previous_seq or commit_ts > previous_ts
-
-),
-
-table_keys as (
-
-    select distinct table_index, row_key from new_changes
-
-),
-
-silver_changes as (
-
-    select * from published_changes where whole
-    union all
-    select published_changes.*
-    from published_changes
-    left semi join table_keys
-        on published_changes.table_index = table_keys.table_index and published_changes.row_key = table_keys.row_key
-    where all_changes and not whole
-    union all
-    select * from new_changes where not all_changes
-
-),
-
-silver_live_keys as (
-
-    select table_index, count_if(op <> 'delete') as live_keys
-    from (
-        select
-            table_index,
-            op,
-            row_number() over (partition by table_index, row_key order by {{ newest_change_first() }}) as version_rank
-        from silver_changes
-    )
-    where version_rank = 1
-    group by table_index
-
-),
-
-{%- set branches = [] %}
-{%- for table in tables %}
-    {%- set index = loop.index %}
-    {%- if table.gold_check and table.gold is defined %}
-        {%- set branch %}
-    select {{ sql_string(table.gold) }} as relation, problem, detail
-    from (
-        select
-            case
-                when _row_key is null then '_row_key is null'
-                when count(*) > 1 then 'a _row_key more than once'
-                else '_op is not insert or update'
-            end as problem,
-            _row_key as detail
-        from ({{ gold_checked_rows(table, 'gold', index) }})
-        group by _row_key
-        having _row_key is null or count(*) > 1 or bool_or(_op is null or _op not in ('insert', 'update'))
-    )
-    union all
-    select
-        {{ sql_string(table.gold) }} as relation,
-        'gold rows differ from the keys silver says are live' as problem,
-        concat('gold ', gold_rows, ', silver ', live_keys) as detail
-    from (
-        select
-            (select count(*) from ({{ gold_checked_rows(table, 'gold', index) }})) as gold_rows,
-            (select coalesce(max(live_keys), 0) from silver_live_keys where table_index = {{ index }}) as live_keys
-    )
-    where gold_rows <> live_keys
-        {%- endset %}
-        {%- do branches.append(branch) %}
-    {%- endif %}
-    {%- if table.history_check and table.history is defined %}
-        {%- set branch %}
-    select {{ sql_string(table.history) }} as relation, problem, detail
-    from (
-        select 'a version listed more than once' as problem, concat(_row_key, ' from ', _valid_from_ts) as detail
-        from ({{ gold_checked_rows(table, 'history', index) }})
-        group by _row_key, _valid_from_ts
-        having count(*) > 1
-        union all
-        select 'more than one open version' as problem, _row_key as detail
-        from ({{ gold_checked_rows(table, 'history', index) }})
-        where _valid_to_ts is null
-        group by _row_key
-        having count(*) > 1
-    )
-        {%- endset %}
-        {%- do branches.append(branch) %}
-    {%- endif %}
-{%- endfor %}
-
 problems as (
-{{ branches | join('\n    union all\n') }}
-{%- if not branches %}
-    select cast(null as string) as relation, cast(null as string) as problem, cast(null as string) as detail
-    where false
-{%- endif %}
+
+    select
+        checked_tables.gold_relation as relation,
+        case
+            when gold_keys._row_key is null then '_row_key is null'
+            when gold_keys.copies > 1 then 'a _row_key more than once'
+            else '_op is not insert or update'
+        end as problem,
+        gold_keys._row_key as detail
+    from gold_keys
+    inner join checked_tables on gold_keys.table_index = checked_tables.table_index
+    where gold_keys._row_key is null or gold_keys.copies > 1 or gold_keys.bad_op
+    union all
+    select
+        checked_tables.gold_relation as relation,
+        'gold rows differ from the keys silver says are live' as problem,
+        concat('gold ', coalesce(gold_counts.gold_rows, 0), ', silver ', coalesce(silver_live_keys.live_keys, 0)) as detail
+    from checked_tables
+    left join gold_counts on checked_tables.table_index = gold_counts.table_index
+    left join silver_live_keys on checked_tables.table_index = silver_live_keys.table_index
+    where checked_tables.gold_checked
+      and coalesce(gold_counts.gold_rows, 0) <> coalesce(silver_live_keys.live_keys, 0)
+    union all
+    select
+        checked_tables.history_relation as relation,
+        case when history_keys.repeated > 0 then 'a version listed more than once' else 'more than one open version' end
+            as problem,
+        history_keys._row_key as detail
+    from history_keys
+    inner join checked_tables on history_keys.table_index = checked_tables.table_index
+    where history_keys.repeated > 0 or history_keys.open_versions > 1
 
 )
 

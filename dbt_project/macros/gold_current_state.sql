@@ -9,7 +9,8 @@
   after the row's last change shows the value TiDB gives existing rows (origin_default); a column
   dropped and added again is a new id, so old values never come back; a renamed column keeps its id.
 
-  What a run does to the table is the source's plan (gold_plan.sql, one row per table, computed once per run):
+  What a run does to the table is the source's plan (spark_jobs/gold/plan.py, one row per table, decided once per
+  run and read here from the source `gold_<source>__plan`):
   - rebuild: the table is new, renamed, truncated or snapshot-loaded since its recorded state, or a rebuild was
     asked for: it is replaced from silver in one commit;
   - schema: its schema changed; when the only change is a type whose gold type widens as Iceberg can promote
@@ -30,16 +31,19 @@
 {%- endmacro %}
 
 
-{#- The plan's row of one table (gold_plan.sql), with the shape it is built in and the columns to widen. -#}
+{#- The plan's row of one table (spark_jobs/gold/plan.py), with the shape it is built in and the columns to widen. -#}
 {% macro gold_refresh_plan(source_name, table_uid, layer) %}
-    {%- set plan_model = ref(gold_plan_model(source_name)) -%}
-    {%- if not execute -%}
-        {{ return({'mode': 'rebuild', 'columns': [], 'source_name': source_name}) }}
+    {%- set plan_name = gold_plan_model(source_name) | trim -%}
+    {%- set plan_model = source(plan_name, plan_name) -%}
+    {%- if not execute -%}  {#- parsing: what the models' SQL needs to name its inputs -#}
+        {{ return({'mode': 'rebuild', 'columns': [], 'source_name': source_name, 'consistent_ts': 0, 'versions': [],
+                   'truncations': [], 'truncated_at_ts': none, 'snapshot_at_ts': none, 'late': false}) }}
     {%- endif -%}
     {%- set query -%}
-        select to_json(columns), to_json(key_columns), schema_fingerprint, consistent_ts, consistency, silver_seq,
+        select columns, to_json(key_columns), schema_fingerprint, consistent_ts, consistency, silver_seq,
                upstream_database, upstream_table, previous_consistent_ts, previous_silver_seq, previous_columns,
-               to_json(previous_key_columns), late, {{ layer }}_mode, reason, truncated_at_ts, snapshot_at_ts
+               to_json(previous_key_columns), late, {{ layer }}_mode, reason, truncated_at_ts, snapshot_at_ts,
+               to_json(versions), to_json(truncations)
         from {{ plan_model }}
         where table_uid = {{ sql_string(table_uid) }}
     {%- endset -%}
@@ -53,7 +57,8 @@
         'columns': fromjson(row[0]), 'fingerprint': row[2], 'consistent_ts': row[3], 'consistency': row[4],
         'silver_seq': row[5], 'upstream': row[6] ~ '.' ~ row[7],
         'previous_consistent_ts': row[8], 'previous_silver_seq': row[9], 'late': row[12],
-        'truncated_at_ts': row[15], 'snapshot_at_ts': row[16], 'widened': []} -%}
+        'truncated_at_ts': row[15], 'snapshot_at_ts': row[16], 'versions': fromjson(row[17]),
+        'truncations': fromjson(row[18]), 'widened': []} -%}
     {%- do plan.update({'shape': gold_shape(plan.columns, fromjson(row[1]))}) -%}
     {%- if plan.mode == 'schema' -%}
         {%- set widened = gold_widened_columns(gold_shape(fromjson(row[10]), fromjson(row[11])), plan.shape) -%}
@@ -121,59 +126,72 @@
 {%- endmacro %}
 
 
-{#- The import CTEs of a gold or history model: the table's row changes (every schema version, resolved to its
-    identity), its published schema, and per schema version where each of the latest columns' values is found:
-    the column's name in that version, or none (a column added since: its origin_default). Built once per
-    version, so shaping a row costs one look-up per column. `bounded` adds the plan's literal bounds (only the
-    changes silver gained or the consistent ts passed since the recorded state), which silver's file statistics
-    use to skip every older file. -#}
-{% macro gold_table_inputs(plan, table_uid, bounded) -%}
-table_changes as (
-
-    select * from {{ ref('int_table_changes') }}
+{#- The table's row changes, each with its values in the table's latest shape (`_values`, canonical text in the
+    latest column order): every change silver holds under a name the table had, while it had it (a change under
+    another table's name, or after a drop, is not the table's), up to the consistent ts. The schema versions come
+    from the plan, so the table's changes are read in one pass over silver with no join: per version, each latest
+    column is found under its name then (by its stable id), or shows its origin_default when it was added since.
+    `bounded` keeps only the changes silver gained or the consistent ts passed since the recorded state (literal
+    bounds that silver's file statistics use to skip every older file); `cutoff` leaves out what a truncation or
+    a snapshot replaced (gold's current state; history closes versions there instead). -#}
+{% macro gold_changes(plan, bounded, cutoff) -%}
+    select
+        source_name,
+        row_key,
+        commit_ts,
+        op,
+        op_order,
+        kafka_partition,
+        kafka_offset,
+        event_index,
+        silver_seq,
+        case
+        {%- for version in plan.versions %}
+            when {{ gold_version_predicate(version) }} then {{ gold_version_values(plan, version) }}
+        {%- endfor %}
+        end as _values
+    from {{ ref('stg_row_changes') }}
     where source_name = {{ sql_string(plan.source_name) }}
-      and table_uid = {{ sql_string(table_uid) }}
+      and commit_ts <= {{ sql_integer(plan.consistent_ts) }}
     {%- if bounded %}
       and (silver_seq > {{ sql_integer(plan.previous_silver_seq) }}
            or commit_ts > {{ sql_integer(plan.previous_consistent_ts) }})
     {%- endif %}
-
-),
-
-gold_table as (
-
-    select * from {{ ref('int_gold_tables') }}
-    where source_name = {{ sql_string(plan.source_name) }}
-      and table_uid = {{ sql_string(table_uid) }}
-
-),
-
-version_maps as (
-
-    select
-        versions.valid_from_ts as version_from_ts,
-        transform(
-            gold_table.columns,
-            c -> named_struct(
-                'name', filter(versions.columns, v -> v.id = c.id)[0].name,
-                'origin_default', c.origin_default
-            )
-        ) as value_map
-    from {{ ref('int_schema_versions') }} as versions
-    cross join gold_table
-    where versions.source_name = {{ sql_string(plan.source_name) }}
-      and versions.table_uid = {{ sql_string(table_uid) }}
-
-),
+    {%- if cutoff and plan.truncated_at_ts is not none %}
+      and commit_ts > {{ sql_integer(plan.truncated_at_ts) }}
+    {%- endif %}
+    {%- if cutoff and plan.snapshot_at_ts is not none %}
+      and commit_ts >= {{ sql_integer(plan.snapshot_at_ts) }}
+    {%- endif %}
+      and ({% for version in plan.versions %}{{ ' or ' if not loop.first }}({{ gold_version_predicate(version) }}){% else %}false{% endfor %})
 {%- endmacro %}
 
 
-{#- A change's values in the table's latest shape, through its version's map (version_maps). -#}
-{% macro gold_values(change) -%}
-    transform(
-            version_maps.value_map,
-            m -> if(m.name is null, m.origin_default, element_at({{ change }}.after, m.name))
-        )
+{#- A change belongs to a schema version: it carried the name the table had then, while the version was valid. -#}
+{% macro gold_version_predicate(version) -%}
+    upstream_database = {{ sql_string(version.database) }} and upstream_table = {{ sql_string(version.table) }}
+    and commit_ts >= {{ sql_integer(version.from_ts) }}
+    {%- if version.get('to_ts') is not none %} and commit_ts < {{ sql_integer(version.to_ts) }}{% endif %}
+{%- endmacro %}
+
+
+{#- The latest columns' values of a change written under `version`: by stable column id, the column's name then,
+    or its origin_default (a column added after the change). -#}
+{% macro gold_version_values(plan, version) -%}
+    {%- set names = {} -%}
+    {%- for column in version.columns -%} {%- do names.update({column.id: column.name}) -%} {%- endfor -%}
+    array(
+    {%- for column in plan.columns %}
+        {{- ', ' if not loop.first -}}
+        {%- if column.id in names -%}
+            element_at(after, {{ sql_string(names[column.id]) }})
+        {%- elif column.origin_default is not none -%}
+            {{ sql_string(column.origin_default) }}
+        {%- else -%}
+            cast(null as string)
+        {%- endif -%}
+    {%- endfor -%}
+    )
 {%- endmacro %}
 
 
@@ -227,16 +245,9 @@ candidate_changes as (
 
 with
 
-{{ gold_table_inputs(plan, table_uid, plan.mode == 'incremental' and not plan.late) }}
-
 published_changes as (
 
-    select table_changes.*
-    from table_changes
-    inner join gold_table
-        on table_changes.commit_ts <= gold_table.consistent_ts
-        and table_changes.commit_ts > coalesce(gold_table.truncated_at_ts, -1)
-        and table_changes.commit_ts >= coalesce(gold_table.snapshot_at_ts, -1)
+    {{ gold_changes(plan, plan.mode == 'incremental' and not plan.late, true) }}
 
 ),
 
@@ -261,27 +272,14 @@ latest as (
 
 ),
 
-shaped as (
-
-    select
-        latest.row_key as _row_key,
-        latest.commit_ts as _commit_ts,
-        latest.op as _op,
-        {{ gold_values('latest') }} as _values
-    from latest
-    inner join version_maps
-        on latest.version_from_ts = version_maps.version_from_ts
-
-),
-
 typed as (
 
     select
-        _row_key,
-        _commit_ts,
-        _op
+        row_key as _row_key,
+        commit_ts as _commit_ts,
+        op as _op
         {{- gold_typed_columns(plan) }}
-    from shaped
+    from latest
 
 )
 
@@ -337,7 +335,6 @@ select * from typed
     {% call statement('main') -%}
         create or replace table {{ target_relation }}
         using iceberg
-        partitioned by (bucket(16, _row_key))
         tblproperties ({{ gold_table_properties(kind, plan, table_uid) }})
         as {{ sql }}
     {%- endcall %}

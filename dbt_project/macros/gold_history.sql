@@ -6,7 +6,7 @@
   A change that is not a delete opens a version at its commit ts; the row's next change closes it (a delete
   only closes), and so does the first TRUNCATE TABLE or Dumpling snapshot after it (a snapshot is the table's
   state at its ts: what was open before is closed there, and its rows open versions). `_valid_to_ts` is null while
-  the version is current. Values are shaped exactly as gold's (gold_values): renames, drops and retypes apply to
+  the version is current. Values are shaped exactly as gold's (gold_changes): renames, drops and retypes apply to
   history as to the current table.
 
   The `gold_history` materialization follows the plan's history mode (gold_plan.sql): rebuild replaces the table
@@ -34,24 +34,9 @@
 
 with
 
-{{ gold_table_inputs(plan, table_uid, closing and not plan.late) }}
-
-truncations as (
-
-    select coalesce(collect_list(valid_from_ts), array()) as truncated_at
-    from {{ ref('int_schema_versions') }}
-    where source_name = {{ sql_string(plan.source_name) }}
-      and table_uid = {{ sql_string(table_uid) }}
-      and ddl_type in ('truncate_table', 'snapshot')
-
-),
-
 published_changes as (
 
-    select table_changes.*
-    from table_changes
-    inner join gold_table
-        on table_changes.commit_ts <= gold_table.consistent_ts
+    {{ gold_changes(plan, closing and not plan.late, false) }}
 
 ),
 
@@ -69,14 +54,16 @@ sequenced as (
 versions as (
 
     select
-        sequenced.*,
+        *,
         least(
-            sequenced.next_change_ts,
-            array_min(filter(truncations.truncated_at, t -> t > sequenced.commit_ts))
+            next_change_ts,
+            array_min(filter(
+                cast(array({% for ts in plan.truncations %}{{ ', ' if not loop.first }}{{ sql_integer(ts) }}{% endfor %}) as array<bigint>),
+                t -> t > commit_ts
+            ))
         ) as closed_at_ts
     from sequenced
-    cross join truncations
-    where sequenced.op <> 'delete'
+    where op <> 'delete'
 
 ),
 
@@ -87,32 +74,18 @@ open_for_a_while as (
 
 ),
 
-shaped as (
-
-    select
-        open_for_a_while.row_key as _row_key,
-        open_for_a_while.commit_ts as _valid_from_ts,
-        open_for_a_while.closed_at_ts as _valid_to_ts,
-        open_for_a_while.op as _op,
-        {{ gold_values('open_for_a_while') }} as _values
-    from open_for_a_while
-    inner join version_maps
-        on open_for_a_while.version_from_ts = version_maps.version_from_ts
-
-),
-
 typed as (
 
     select
-        _row_key,
-        _valid_from_ts,
-        _valid_to_ts,
-        {{ tidb_ts_time('_valid_from_ts') }} as _valid_from,
-        {{ tidb_ts_time('_valid_to_ts') }} as _valid_to,
-        _op,
-        _valid_to_ts is null as _is_current
+        row_key as _row_key,
+        commit_ts as _valid_from_ts,
+        closed_at_ts as _valid_to_ts,
+        {{ tidb_ts_time('commit_ts') }} as _valid_from,
+        {{ tidb_ts_time('closed_at_ts') }} as _valid_to,
+        op as _op,
+        closed_at_ts is null as _is_current
         {{- gold_typed_columns(plan) }}
-    from shaped
+    from open_for_a_while
 
 )
 

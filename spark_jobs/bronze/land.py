@@ -27,9 +27,7 @@ import logging
 import re
 import time
 import uuid
-import weakref
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import astuple, dataclass, field
 from typing import Any, cast
 
@@ -43,14 +41,14 @@ from spark_jobs.errors import (
     named_transient_faults,
 )
 from spark_jobs.runtime.iceberg import iceberg_table, main_head, main_snapshot
-from spark_jobs.runtime.results import Result
+from spark_jobs.runtime.results import Phases, Result
 from spark_jobs.runtime.sql import quote_ident, temp_view
 from spark_jobs.runtime.tables import (
     BRONZE_COMMITS,
     BRONZE_LANDING_GAPS,
     BRONZE_LANDING_RUNS,
     BRONZE_MESSAGES,
-    ensure_tables,
+    ensure_tables_once,
 )
 
 log = logging.getLogger(__name__)
@@ -65,7 +63,6 @@ SUMMARY_OFFSETS_ADOPTED = "ticdc.summary-offsets-adopted"
 PICKED_FROM = "source-snapshot-id"  # Iceberg's summary key for a snapshot whose files another one committed first
 LANDING_BRANCH_PREFIX = "land_"
 FAST_FORWARD_ATTEMPTS = 5
-_BRONZE_ENSURED: weakref.WeakSet = weakref.WeakSet()  # sessions whose bronze tables `_ensure_bronze` ensured
 
 
 @dataclass(frozen=True)
@@ -90,19 +87,6 @@ class LandingResult(Result):
             "gaps": len(self.gaps),
             "seconds": round(self.seconds, 3),
         }
-
-
-class Phases(dict):
-    """Seconds a run spent per phase: setup (tables), plan (offsets, watermarks), read_write (the one Spark job),
-    commit (branch, fast-forward), bookkeeping (landing_runs, landing_gaps)."""
-
-    @contextmanager
-    def timed(self, phase: str):
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            self[phase] = self.get(phase, 0.0) + time.monotonic() - started
 
 
 class RangeReads:
@@ -485,7 +469,7 @@ def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResul
     started = time.monotonic()
     phases = Phases()
     with phases.timed("setup"):
-        _ensure_bronze(spark)
+        ensure_tables_once(spark, "bronze")
     for attempt in range(1, FAST_FORWARD_ATTEMPTS + 1):
         with phases.timed("plan"):
             table = iceberg_table(spark, BRONZE_MESSAGES)
@@ -544,14 +528,6 @@ def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResul
             _record_run(spark, result, plan, next_offsets, read)
         return result
     raise AssertionError("unreachable")
-
-
-def _ensure_bronze(spark) -> None:
-    """The bronze tables, created or brought up to date once per session rather than on every run (that costs a
-    metastore round trip and a schema check per table); nothing drops them."""
-    if spark not in _BRONZE_ENSURED:
-        ensure_tables(spark, "bronze")
-        _BRONZE_ENSURED.add(spark)
 
 
 def _summary(source: str, batch_id: str, plan: LandingPlan, next_offsets: dict[TopicPartition, int]) -> dict[str, str]:

@@ -17,6 +17,7 @@ they already have (why that is exact: docs/architecture.md, decision 6).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from typing import Any
 from spark_jobs.errors import ConfigError, DbtError, SnapshotRefused
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
+from spark_jobs.gold.plan import Request, TablePlan, plan_run, write_plan
 from spark_jobs.gold.publish import (
     TableState,
     live_rows,
@@ -37,9 +39,9 @@ from spark_jobs.gold.publish import (
     write_state,
 )
 from spark_jobs.runtime.logs import verbose_requested
-from spark_jobs.runtime.results import Result
+from spark_jobs.runtime.results import Phases, Result
 from spark_jobs.runtime.sql import quote_ident
-from spark_jobs.runtime.tables import SILVER_DDL_EVENTS, SILVER_ROW_CHANGES, SILVER_RUNS, ensure_tables
+from spark_jobs.runtime.tables import SILVER_DDL_EVENTS, SILVER_ROW_CHANGES, SILVER_RUNS, ensure_tables_once
 from spark_jobs.silver.snapshot_loads import unfinished_load
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,7 @@ class GoldResult(Result):
     history: dict[str, int] = field(default_factory=dict)  # history relation -> versions
     publication: str | None = None  # the name of this run's publication
     built: list[str] = field(default_factory=list)  # the relations this run built (the rest are pinned as they were)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase: state, plan, models, dbt, record
 
     def lines(self) -> list[str]:
         return [
@@ -120,12 +123,6 @@ class RebuildScope:
     layers: frozenset[str] = frozenset({"gold", "history"})
     tables: frozenset[tuple[str, str]] | None = None
 
-    def asked(self, layer: str) -> bool | list[list[str]]:
-        """The plan's var for a layer: true (every table), the tables, or false."""
-        if layer not in self.layers:
-            return False
-        return True if self.tables is None else sorted([d, t] for d, t in self.tables)
-
 
 @dataclass(frozen=True)
 class SilverPosition:
@@ -171,52 +168,19 @@ def _changes_since(spark, source: str, state: list[TableState], position: Silver
     return bool(rows)
 
 
-@dataclass(frozen=True)
-class PlannedTable:
-    """A live upstream table and what the run's plan does to it."""
-
-    model: gold_models.GoldModel
-    schema_fingerprint: str
-    gold_mode: str
-    history_mode: str
-    reason: str
-    needs_snapshot: bool
-
-    @property
-    def built(self) -> bool:
-        return self.gold_mode != "unchanged" or self.history_mode != "unchanged"
-
-
-def _plan(spark, source: str) -> list[PlannedTable]:
-    rows = spark.sql(
-        f"""SELECT table_uid, upstream_database, upstream_table, to_json(columns) AS columns, key_columns,
-                   schema_fingerprint, gold_mode, history_mode, reason, needs_snapshot
-            FROM lake_staging.{quote_ident(gold_models.plan_model(source))}"""
-    ).collect()
-    planned = [
-        PlannedTable(
-            gold_models.GoldModel(
-                source,
-                r["table_uid"],
-                r["upstream_database"],
-                r["upstream_table"],
-                json.loads(r["columns"]),
-                list(r["key_columns"] or []),
-            ),
-            r["schema_fingerprint"],
-            r["gold_mode"],
-            r["history_mode"],
-            r["reason"],
-            bool(r["needs_snapshot"]),
-        )
-        for r in rows
-    ]
-    return sorted(planned, key=lambda p: p.model.name)
-
-
 def planned_models(spark, source_name: str) -> list[gold_models.GoldModel]:
     """The source's gold tables as its last run's plan saw them (dropped tables excluded)."""
-    return [p.model for p in _plan(spark, source_name)]
+    rows = spark.sql(
+        f"""SELECT table_uid, upstream_database, upstream_table, columns, key_columns
+            FROM lake_staging.{quote_ident(gold_models.plan_model(source_name))} ORDER BY upstream_database, upstream_table"""
+    ).collect()
+    return [gold_models.GoldModel(source_name, r[0], r[1], r[2], json.loads(r[3]), list(r[4] or [])) for r in rows]
+
+
+def _asked(scope: RebuildScope, layer: str) -> bool | frozenset[tuple[str, str]]:
+    if layer not in scope.layers:
+        return False
+    return True if scope.tables is None else scope.tables
 
 
 def build_gold(
@@ -234,63 +198,57 @@ def build_gold(
     incremental one. `full_check` checks every table whole, not only what the run changed. The tables not rebuilt
     apply what is new, so the publication still holds every table of the source at one consistent ts.
     """
-    started, started_at = time.monotonic(), dt.datetime.now(dt.UTC)
-    config.source(source_name)
-    unfinished = unfinished_load(spark, source_name)
-    if unfinished is not None:
-        raise SnapshotRefused(
-            f"source {source_name}: the snapshot load of {unfinished['location']} (TSO {unfinished['snapshot_ts']}) "
-            f"did not finish; run `ticdc-lake backfill snapshot --source {source_name} --from "
-            f"{unfinished['location']}` again before gold is published"
+    run = _Run(source_name, time.monotonic(), dt.datetime.now(dt.UTC), Phases())
+    with run.phases.timed("state"):
+        config.source(source_name)
+        unfinished = unfinished_load(spark, source_name)
+        if unfinished is not None:
+            raise SnapshotRefused(
+                f"source {source_name}: the snapshot load of {unfinished['location']} (TSO "
+                f"{unfinished['snapshot_ts']}) did not finish; run `ticdc-lake backfill snapshot --source "
+                f"{source_name} --from {unfinished['location']}` again before gold is published"
+            )
+        ensure_tables_once(spark, "gold")
+        position = silver_position(spark, source_name)
+        if position is None:
+            log.info("source %s: no gold tables to publish yet (no consistent ts)", source_name)
+            return GoldResult(source_name, None, None, {}, [], time.monotonic() - run.started)
+        scope = RebuildScope() if rebuild is True else rebuild or RebuildScope(layers=frozenset())
+        request = Request(_asked(scope, "gold"), _asked(scope, "history"), full_check)
+        state = read_state(spark, source_name)
+        if state and not request.asked and all(t.ddl_events == position.ddl_events for t in state):
+            if all((t.consistent_ts, t.silver_seq) == (position.consistent_ts, position.silver_seq) for t in state):
+                log.info("source %s: gold is up to date as of TiDB ts %d", source_name, position.consistent_ts)
+                return _result(run, position, state, [], None)
+            if not _changes_since(spark, source_name, state, position):
+                pinned = [t.advanced(position.consistent_ts, position.silver_seq) for t in state]
+                return _record(spark, config, run, position, pinned, [])
+
+    with run.phases.timed("plan"):
+        views = _views_to_create(spark, config)
+        if views:  # a view holds no data: created when missing or when the project changed
+            run_dbt(["run", "--select", *views, "--no-populate-cache"], config, source_name)
+            _views_created(config, views)
+        planned = plan_run(
+            spark, source_name, position.consistent_ts, position.consistency, position.silver_seq, state, request
         )
-    ensure_tables(spark, "gold")
-    position = silver_position(spark, source_name)
-    if position is None:
-        log.info("source %s: no gold tables to publish yet (no consistent ts)", source_name)
-        return GoldResult(source_name, None, None, {}, [], time.monotonic() - started)
-    scope = RebuildScope() if rebuild is True else rebuild or RebuildScope(layers=frozenset())
-    asked = bool(scope.layers) or full_check
-    state = read_state(spark, source_name)
-    if state and not asked and all(t.ddl_events == position.ddl_events for t in state):
-        if all((t.consistent_ts, t.silver_seq) == (position.consistent_ts, position.silver_seq) for t in state):
-            log.info("source %s: gold is up to date as of TiDB ts %d", source_name, position.consistent_ts)
-            return _result(source_name, position, state, [], None, started)
-        if not _changes_since(spark, source_name, state, position):
-            pinned = [t.advanced(position.consistent_ts, position.silver_seq) for t in state]
-            return _record(spark, config, source_name, position, pinned, [], started_at, started)
+        unknown = sorted((scope.tables or frozenset()) - {(p.model.database, p.model.table) for p in planned})
+        if unknown:
+            raise ConfigError(f"source {source_name} has no gold table {', '.join(f'{d}.{t}' for d, t in unknown)}")
+    with run.phases.timed("models"):
+        write_plan(spark, source_name, planned)
+        gold_models.write_models(config.local_dir, source_name, [p.model for p in planned])
+        _drop_stale_tables(spark, source_name, [p.model for p in planned])
 
-    request = (
-        {
-            "gold_request": {
-                "source": source_name,
-                "rebuild_gold": scope.asked("gold"),
-                "rebuild_history": scope.asked("history"),
-                "full_check": full_check,
-            }
-        }
-        if asked
-        else None
-    )
-    gold_models.write_plan_model(config.local_dir, source_name)
-    plan_model = gold_models.plan_model(source_name)
-    run_dbt(
-        ["run", "--select", "staging", "intermediate", plan_model, "--no-populate-cache"], config, source_name, request
-    )
-    planned = _plan(spark, source_name)
-    unknown = sorted((scope.tables or frozenset()) - {(p.model.database, p.model.table) for p in planned})
-    if unknown:
-        raise ConfigError(f"source {source_name} has no gold table {', '.join(f'{d}.{t}' for d, t in unknown)}")
-    gold_models.write_models(config.local_dir, source_name, [p.model for p in planned])
-    _drop_stale_tables(spark, source_name, [p.model for p in planned])
-
-    selected = [
-        *(p.model.name for p in planned if p.gold_mode != "unchanged"),
-        *(p.model.history_name for p in planned if p.history_mode != "unchanged"),
-    ]
-    checks = [gold_models.checks_model(source_name)] if test and (selected or full_check) else []
-    if selected or checks:
-        command = "build" if checks else "run"
-        run_dbt([command, "--select", *selected, *checks, "--no-populate-cache"], config, source_name, request)
+    with run.phases.timed("dbt"):
+        selected = [
+            *(p.model.name for p in planned if p.gold_mode != "unchanged"),
+            *(p.model.history_name for p in planned if p.history_mode != "unchanged"),
+        ]
+        checks = [gold_models.checks_model(source_name)] if test and (selected or full_check) else []
+        if selected or checks:
+            command = "build" if checks else "run"
+            run_dbt([command, "--select", *selected, *checks, "--no-populate-cache"], config, source_name)
     for p in planned:
         if p.needs_snapshot:
             log.warning(
@@ -303,11 +261,19 @@ def build_gold(
             )
     tables = _state_after(spark, planned, {t.table_uid: t for t in state}, position)
     built = [r for p in planned if p.built for r in (p.model.relation, p.model.history_relation)]
-    return _record(spark, config, source_name, position, tables, built, started_at, started, planned)
+    return _record(spark, config, run, position, tables, built, planned)
+
+
+@dataclass(frozen=True)
+class _Run:
+    source: str
+    started: float
+    started_at: dt.datetime
+    phases: Phases
 
 
 def _state_after(
-    spark, planned: list[PlannedTable], recorded: dict[str, TableState], position: SilverPosition
+    spark, planned: list[TablePlan], recorded: dict[str, TableState], position: SilverPosition
 ) -> list[TableState]:
     """Every live table's state after the run: a built table with its new snapshots and counts (from the
     snapshots' summaries), an untouched one as it was, at the run's consistent ts."""
@@ -346,60 +312,94 @@ def _state_after(
 def _record(
     spark,
     config,
-    source: str,
+    run: _Run,
     position: SilverPosition,
     tables: list[TableState],
     built: list[str],
-    started_at: dt.datetime,
-    started: float,
-    planned: list[PlannedTable] | None = None,
+    planned: list[TablePlan] | None = None,
 ) -> GoldResult:
     """Write the source's state and publication (two commits, whatever the number of tables) and the
     publication's file; log the run in a few lines."""
-    tables = [replace(t, ddl_events=position.ddl_events) for t in tables]
-    write_state(spark, source, tables)
-    tag = publish(spark, source, position.consistent_ts, published_tables(tables), started_at)
-    record_publication(config.local_dir, source, position.consistent_ts, tag)
+    with run.phases.timed("record"):
+        tables = [replace(t, ddl_events=position.ddl_events) for t in tables]
+        write_state(spark, run.source, tables)
+        tag = publish(spark, run.source, position.consistent_ts, published_tables(tables), run.started_at)
+        record_publication(config.local_dir, run.source, position.consistent_ts, tag)
     needing = sorted(f"{p.model.database}.{p.model.table}" for p in planned or [] if p.needs_snapshot)
-    result = _result(source, position, tables, built, tag, started, needing)
+    result = _result(run, position, tables, built, tag, needing)
     for relation in built[:TABLES_LOGGED]:
         rows = result.tables.get(relation, result.history.get(relation))
         log.info("  %s: %s rows", relation, rows)
     if len(built) > TABLES_LOGGED:
         log.info("  ... and %d more tables built", len(built) - TABLES_LOGGED)
     log.info(
-        "source %s: %d gold tables consistent as of TiDB ts %d (%s), %d built, %d pinned as they were; %.1fs",
-        source,
+        "source %s: %d gold tables consistent as of TiDB ts %d (%s), %d built, %d pinned as they were; %.1fs (%s)",
+        run.source,
         len(tables),
         position.consistent_ts,
         position.consistency,
         len(built) // 2,
         len(tables) - len(built) // 2,
-        time.monotonic() - started,
+        time.monotonic() - run.started,
+        run.phases.line(),
     )
     return result
 
 
 def _result(
-    source: str,
+    run: _Run,
     position: SilverPosition,
     tables: list[TableState],
     built: list[str],
     tag: str | None,
-    started: float,
     needing: list[str] | None = None,
 ) -> GoldResult:
     return GoldResult(
-        source,
+        run.source,
         position.consistent_ts,
         position.consistency,
         {t.gold_relation: t.rows for t in tables},
         needing or [],
-        time.monotonic() - started,
+        time.monotonic() - run.started,
         {t.history_relation: t.versions for t in tables},
         tag,
         built,
+        dict(run.phases),
     )
+
+
+def _project_digest() -> str:
+    """What the staging and intermediate views are made of: the project's model and macro files."""
+    digest = hashlib.sha256()
+    for path in sorted(gold_models.DBT_PROJECT.glob("models/**/*.sql")) + sorted(
+        gold_models.DBT_PROJECT.glob("macros/*")
+    ):
+        digest.update(str(path.relative_to(gold_models.DBT_PROJECT)).encode() + b"\0" + path.read_bytes())
+    digest.update((gold_models.DBT_PROJECT / "dbt_project.yml").read_bytes())
+    return digest.hexdigest()
+
+
+def _view_models() -> list[str]:
+    models = gold_models.DBT_PROJECT / "models"
+    names = {p.stem for folder in ("staging", "intermediate") for p in (models / folder).glob("*.sql")}
+    return sorted(names)
+
+
+def _views_to_create(spark, config) -> list[str]:
+    """The view models to create in this run: none when every one exists and the project has not changed since
+    they were created (a view holds no data: its definition is all it has)."""
+    marker = config.local_dir / "dbt" / "views.sha256"
+    current = marker.exists() and marker.read_text() == _project_digest()
+    if current and all(spark.catalog.tableExists(f"lake_staging.{name}") for name in _view_models()):
+        return []
+    return _view_models()
+
+
+def _views_created(config, views: list[str]) -> None:
+    if views:
+        marker = config.local_dir / "dbt" / "views.sha256"
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(_project_digest())
 
 
 def _drop_stale_tables(spark, source: str, wanted: list[gold_models.GoldModel]) -> None:

@@ -1,6 +1,7 @@
 """Write the dbt models of a source's gold tables: per upstream table a current-state model and a history
-model (`<alias>__history`), each with its YAML entry; and per source the run's plan (`gold_<source>__plan`, what
-the run does to each table) and its checks (`gold_<source>__checks`, the one test of every table the run built).
+model (`<alias>__history`), each with its YAML entry; and per source the run's checks (`gold_<source>__checks`, the
+one test of every table the run built) and the run's plan as a dbt source (`gold_<source>__plan`, what the run
+does to each table: `gold.plan` writes it).
 
 The models live beside the lakehouse they describe, in `<local_dir>/dbt/models/marts/gold/<source>/` (one folder per
 source, so sources never overwrite or delete each other's models). dbt reads them through a link in the project,
@@ -98,7 +99,7 @@ def model_selector(source: str) -> str:
 
 
 def plan_model(source: str) -> str:
-    """The model of a source's run plan (one row per table: what the run does to it)."""
+    """The table of a source's run plan (one row per table: what the run does to it), in lake_staging."""
     return f"{names.gold_namespace(source)}__plan"
 
 
@@ -132,14 +133,6 @@ def _model_sql(model: GoldModel, materialization: str, alias: str) -> str:
     )
 
 
-def _plan_sql(source: str) -> str:
-    return (
-        f"{GENERATED_MARK}\n"
-        f"{{{{ config(materialized='table', schema='lake_staging', alias='{plan_model(source)}') }}}}\n\n"
-        f"{{{{ gold_plan('{source}') }}}}\n"
-    )
-
-
 def _checks_sql(source: str, models: list[GoldModel]) -> str:
     """A view of the plan that comes after every gold model of the source, so that its test runs last."""
     depends = "".join(f"-- depends_on: {{{{ ref('{name}') }}}}\n" for m in models for name in (m.name, m.history_name))
@@ -147,7 +140,7 @@ def _checks_sql(source: str, models: list[GoldModel]) -> str:
         f"{GENERATED_MARK}\n"
         f"{{{{ config(materialized='view', schema='lake_staging', alias='{checks_model(source)}') }}}}\n"
         f"{depends}\n"
-        f"select * from {{{{ ref('{plan_model(source)}') }}}}\n"
+        f"select * from {{{{ source('{plan_model(source)}', '{plan_model(source)}') }}}}\n"
     )
 
 
@@ -222,22 +215,34 @@ def _history_yaml(model: GoldModel) -> dict:
     }
 
 
+def _plan_source(source: str) -> dict:
+    """The run's plan as a dbt source of the source's models (spark_jobs.gold.plan writes it before dbt runs)."""
+    return {
+        "name": plan_model(source),
+        "description": f"What source {source}'s gold runs decide (spark_jobs.gold.plan).",
+        "schema": "lake_staging",
+        "tables": [
+            {
+                "name": plan_model(source),
+                "description": (
+                    f"What source {source}'s last gold run did to each live upstream table: rebuild, schema, "
+                    "incremental or unchanged per layer, why, and what its checks read; with each table's schema "
+                    "versions and truncations, by which its models shape rows."
+                ),
+                "columns": [
+                    {
+                        "name": "table_uid",
+                        "description": "The upstream table's identity.",
+                        "data_tests": ["unique", "not_null"],
+                    }
+                ],
+            }
+        ],
+    }
+
+
 def _run_yaml(source: str) -> list[dict]:
     return [
-        {
-            "name": plan_model(source),
-            "description": (
-                f"What source {source}'s gold run does to each live upstream table (gold_plan): rebuild, schema, "
-                "incremental or unchanged per layer, why, and what its checks read."
-            ),
-            "columns": [
-                {
-                    "name": "table_uid",
-                    "description": "The upstream table's identity.",
-                    "data_tests": ["unique", "not_null"],
-                }
-            ],
-        },
         {
             "name": checks_model(source),
             "description": f"Source {source}'s run plan, after every gold model of the source; its test checks them.",
@@ -263,26 +268,17 @@ def write_models(local_dir: Path, source: str, models: list[GoldModel]) -> list[
     folder.mkdir(parents=True, exist_ok=True)
     wanted = {folder / f"{m.name}.sql": _model_sql(m, "gold_current_state", m.alias) for m in models}
     wanted |= {folder / f"{m.history_name}.sql": _model_sql(m, "gold_history", m.history_alias) for m in models}
-    wanted |= {folder / f"{plan_model(source)}.sql": _plan_sql(source)}
     wanted |= {folder / f"{checks_model(source)}.sql": _checks_sql(source, models)}
     for stale in folder.glob("*.sql"):
         if stale not in wanted and stale.read_text().startswith(GENERATED_MARK):
             stale.unlink()
     # never folded: a line break inside `{% raw %}` would still load, but the file would not show what runs
     entries = [entry for m in models for entry in (_model_yaml(m), _history_yaml(m))]
-    document = {"version": 2, "models": _run_yaml(source) + entries}
+    document = {"version": 2, "sources": [_plan_source(source)], "models": _run_yaml(source) + entries}
     yaml_text = f"# {GENERATED_MARK[3:]}\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=2**31)
     for path, text in [*wanted.items(), (folder / f"_{source}__models.yml", yaml_text)]:
         _replace_if_changed(path, text)
     return sorted(wanted)
-
-
-def write_plan_model(local_dir: Path, source: str) -> Path:
-    """The source's plan model, which the run builds before it knows its tables (the rest are written after)."""
-    path = source_dir(local_dir, source) / f"{plan_model(source)}.sql"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _replace_if_changed(path, _plan_sql(source))
-    return path
 
 
 def _replace_if_changed(path: Path, text: str) -> None:

@@ -154,6 +154,8 @@ def publish(spark, source: str, consistent_ts: int, tables: list[PublishedTable]
 def latest_publication(spark, source: str):
     """The source's newest publication row, or None. Two reads: the newest finish (two small columns of every
     row), then that row alone (the files of other runs are skipped by their statistics)."""
+    if not spark.catalog.tableExists(GOLD_PUBLICATIONS):
+        return None
     newest = spark.sql(
         f"SELECT max(finished_at) FROM {GOLD_PUBLICATIONS} WHERE source = :source", args={"source": source}
     ).collect()[0][0]

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +38,19 @@ class Result:
     def lines(self) -> list[str]:
         """What `ticdc-lake` prints of it (the log has the detail)."""
         return []
+
+
+class Phases(dict[str, float]):
+    """Seconds a run spent per phase (landing: setup, plan, read_write, commit, bookkeeping; gold: state, plan,
+    models, dbt, record), for its log line and the benchmarks."""
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self[phase] = self.get(phase, 0.0) + time.monotonic() - started
+
+    def line(self) -> str:
+        return ", ".join(f"{phase} {seconds:.1f}s" for phase, seconds in self.items())

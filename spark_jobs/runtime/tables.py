@@ -6,6 +6,7 @@ Table names are constants of ours (`namespace.table`), so SQL text may name them
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 BRONZE_MESSAGES = "bronze.kafka_messages"
@@ -168,6 +169,18 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
         ),
     ),
 }
+
+
+_ENSURED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> the layers ensured in it
+
+
+def ensure_tables_once(spark, layer: str) -> None:
+    """`ensure_tables`, once per session rather than on every run (it costs a metastore round trip and a schema
+    check per table): for a layer whose tables nothing drops while the session lives."""
+    ensured = _ENSURED.setdefault(spark, set())
+    if layer not in ensured:
+        ensure_tables(spark, layer)
+        ensured.add(layer)
 
 
 def ensure_tables(spark, layer: str) -> None:

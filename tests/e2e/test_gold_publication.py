@@ -79,17 +79,24 @@ def test_readers_of_the_newest_publication_see_every_table_at_one_timestamp(
     def read_publications() -> None:
         """Read both tables at the newest publication's snapshots, over and over, while runs commit."""
         while not stop.wait(0.5):
-            publication = latest_publication(spark, SOURCE)
-            if publication is None:
-                continue
-            ts = publication["consistent_ts"]
-            expected = upstream_state(list(events), as_of=ts)
-            for table, relation in relations.items():
-                got = state_of(read_published(spark, relation, publication).collect())
-                want = oracle_state(expected.get(("pub", table.name), {}), [(c.name, c.type) for c in COLUMNS])
-                if got != want:
-                    problems.append(f"{relation} at publication {ts}: {got} != {want}")
-            seen[ts] = seen.get(ts, 0) + 1
+            try:
+                read_newest()
+            except Exception as exc:  # a reader that fails says why, rather than seeing nothing
+                problems.append(f"{type(exc).__name__}: {exc}")
+                return
+
+    def read_newest() -> None:
+        publication = latest_publication(spark, SOURCE)
+        if publication is None:
+            return
+        ts = publication["consistent_ts"]
+        expected = upstream_state(list(events), as_of=ts)
+        for table, relation in relations.items():
+            got = state_of(read_published(spark, relation, publication).collect())
+            want = oracle_state(expected.get(("pub", table.name), {}), [(c.name, c.type) for c in COLUMNS])
+            if got != want:
+                problems.append(f"{relation} at publication {ts}: {got} != {want}")
+        seen[ts] = seen.get(ts, 0) + 1
 
     reader = threading.Thread(target=read_publications, daemon=True)
     reader.start()

@@ -1,5 +1,3 @@
-{{ config(materialized='table') }}
-
 with
 
 runs as (
@@ -8,16 +6,14 @@ runs as (
 
 ),
 
-ranked as (
+per_source as (
 
     select
         source_name,
-        consistent_ts,
-        consistency,
-        finished_at,
-        max(silver_seq) over (partition by source_name) as silver_seq,
-        row_number() over (partition by source_name order by finished_at desc) as run_rank
+        max_by(struct(consistent_ts, consistency, finished_at), finished_at) as latest_run,
+        max(silver_seq) as silver_seq
     from runs
+    group by source_name
 
 ),
 
@@ -25,12 +21,12 @@ latest as (
 
     select
         source_name,
-        consistent_ts,
-        consistency,
-        finished_at,
+        latest_run.consistent_ts,
+        latest_run.consistency,
+        latest_run.finished_at,
         silver_seq
-    from ranked
-    where run_rank = 1 and consistent_ts is not null
+    from per_source
+    where latest_run.consistent_ts is not null
 
 )
 

@@ -4,8 +4,6 @@
   Dropped tables are not here.
 -#}
 
-{{ config(materialized='table') }}
-
 with
 
 versions as (
@@ -25,65 +23,53 @@ per_table as (
     select
         source_name,
         table_uid,
+        max_by(
+            struct(upstream_database, upstream_table, columns, key_columns, valid_to_ts, is_dropped), valid_from_ts
+        ) as latest,
         max(case when ddl_type = 'truncate_table' then valid_from_ts end) as truncated_at_ts,
         max(case when ddl_type = 'snapshot' then valid_from_ts end) as snapshot_at_ts,
         max(valid_from_ts) as schema_commit_ts,
-        bool_or(not understood) as has_unknown_ddl
+        bool_or(not understood) as has_unknown_ddl,
+        collect_list(case when needs_snapshot then valid_from_ts end) as needing_snapshot_since
     from versions
     group by source_name, table_uid
-
-),
-
-needing_snapshot as (
-
-    select
-        versions.source_name,
-        versions.table_uid,
-        bool_or(versions.needs_snapshot and versions.valid_from_ts > coalesce(per_table.snapshot_at_ts, -1))
-            as needs_snapshot
-    from versions
-    inner join per_table
-        on versions.source_name = per_table.source_name
-        and versions.table_uid = per_table.table_uid
-    group by versions.source_name, versions.table_uid
-
-),
-
-latest as (
-
-    select * from versions
-    where valid_to_ts is null and not is_dropped
 
 ),
 
 gold_tables as (
 
     select
-        latest.source_name,
-        latest.table_uid,
-        latest.upstream_database,
-        latest.upstream_table,
-        latest.columns,
-        latest.key_columns,
-        sha2(to_json(struct(latest.upstream_database, latest.upstream_table, latest.columns, latest.key_columns)), 256)
-            as schema_fingerprint,
+        per_table.source_name,
+        per_table.table_uid,
+        per_table.latest.upstream_database,
+        per_table.latest.upstream_table,
+        per_table.latest.columns,
+        per_table.latest.key_columns,
+        sha2(
+            to_json(
+                struct(
+                    per_table.latest.upstream_database,
+                    per_table.latest.upstream_table,
+                    per_table.latest.columns,
+                    per_table.latest.key_columns
+                )
+            ),
+            256
+        ) as schema_fingerprint,
         per_table.schema_commit_ts,
         per_table.truncated_at_ts,
         per_table.snapshot_at_ts,
-        needing_snapshot.needs_snapshot,
+        exists(
+            per_table.needing_snapshot_since, ts -> ts > coalesce(per_table.snapshot_at_ts, -1)
+        ) as needs_snapshot,
         per_table.has_unknown_ddl,
         consistent.consistent_ts,
         consistent.consistency,
         consistent.silver_seq
-    from latest
-    inner join per_table
-        on latest.source_name = per_table.source_name
-        and latest.table_uid = per_table.table_uid
-    inner join needing_snapshot
-        on latest.source_name = needing_snapshot.source_name
-        and latest.table_uid = needing_snapshot.table_uid
+    from per_table
     inner join consistent
-        on latest.source_name = consistent.source_name
+        on per_table.source_name = consistent.source_name
+    where per_table.latest.valid_to_ts is null and not per_table.latest.is_dropped
 
 )
 

@@ -4,8 +4,6 @@
   identity (table_uid) survives renames, so a version says which name the table had while it was valid.
 -#}
 
-{{ config(materialized='table') }}
-
 with
 
 ddl_events as (
