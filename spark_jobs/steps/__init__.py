@@ -36,13 +36,13 @@ _WHERE = {
     "decode_messages": "inspect",
     "quarantine_list": "inspect",
     "quarantine_replay": "inspect",
-    "maintain": "maintain",
-    "maintain_gold": "maintain",
-    "maintain_shared": "maintain",
-    "maintenance_report": "maintain",
-    "LAYERS": "rebuild",
-    "rebuild": "rebuild",
-    "rebuild_request": "rebuild",
+    "maintain": "maintaining",
+    "maintain_gold": "maintaining",
+    "maintain_shared": "maintaining",
+    "maintenance_report": "maintaining",
+    "LAYERS": "rebuilding",
+    "rebuild": "rebuilding",
+    "rebuild_request": "rebuilding",
     "failure_callback": "spark_jobs.runtime.freshness",  # what every DAG's tasks alert with
     "FRESHNESS_ERROR": "spark_jobs.runtime.freshness",
 }
@@ -95,8 +95,8 @@ if TYPE_CHECKING:
         run_once,
     )
     from spark_jobs.steps.inspect import as_of, check_config, decode_messages, quarantine_list, quarantine_replay
-    from spark_jobs.steps.maintain import maintain, maintain_gold, maintain_shared, maintenance_report
-    from spark_jobs.steps.rebuild import LAYERS, rebuild, rebuild_request
+    from spark_jobs.steps.maintaining import maintain, maintain_gold, maintain_shared, maintenance_report
+    from spark_jobs.steps.rebuilding import LAYERS, rebuild, rebuild_request
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,7 @@ from spark_jobs.gold.build import build_gold
 from spark_jobs.gold.publish import published_ts
 from spark_jobs.runtime.results import Result
 from spark_jobs.steps.context import ConfigRef, pipeline_config, writing
-from spark_jobs.steps.rebuild import parse_tables
+from spark_jobs.steps.rebuilding import parse_tables
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import pytest
 
 from spark_jobs.errors import ConfigError
 from spark_jobs.runtime.lock import source_lock
-from spark_jobs.steps.rebuild import parse_tables
+from spark_jobs.steps.rebuilding import parse_tables
 
 
 def test_a_second_holder_waits_until_the_first_is_done(tmp_path, caplog):
