@@ -32,6 +32,19 @@ At the end the bronze row count (and the count of distinct partition/offset pair
 must equal what was produced: this is the only check, and a mismatch makes the script exit non-zero.
 Nothing else is asserted; absolute numbers depend on the machine, which is why the floors are measured
 alongside. The last line says whether the peak memory grew with the topic size (the cap should bound it).
+
+    python bench/land.py --topics 40,1000 [--touched 4] [--records 12] [--tiny 5]
+
+measures instead what a run costs per partition (TiCDC's `topic = "{schema}_{table}"` dispatcher gives a topic
+per table, read with a `topic_pattern`). For each N, in its own subprocess: N one-partition topics and one more
+topic on the embedded broker, one source reading the N by pattern and one reading the single topic (its
+floor). `--tiny` times over, each run timed with its bookkeeping: a run of each that finds nothing new, then
+`--records` records produced over `--touched` of the N topics and the same count on the single topic, and a
+run of each. The medians give the records' ratio (N topics / one topic; goal at most 1.5 at 40 topics) and
+what a partition with nothing new adds to a run (goal: 1,000 topics at most 10 s more than one topic,
+extrapolated from the largest N when it is below 1,000, and marked so). The log lines of each run are
+counted (the log summarises partitions). Bronze must then hold every produced record once, and each
+source's committed offsets must equal the high watermarks: the only check, as above.
 """
 
 from __future__ import annotations
@@ -401,14 +414,14 @@ def bench_config(bootstrap: str, lake_dir: Path, cap: int):
     return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-land.yaml")
 
 
-def timed_run(spark, config) -> tuple[float, int, dict[str, float], int]:
+def timed_run(spark, config, source: str = SOURCE) -> tuple[float, int, dict[str, float], int]:
     """One landing run: its wall time (bookkeeping included), records, phases and Spark jobs started."""
     from spark_jobs.bronze.land import land_bronze
 
     tracker = spark.sparkContext.statusTracker()
     jobs = len(tracker.getJobIdsForGroup(None))
     started = time.monotonic()
-    r = land_bronze(spark, config, SOURCE)
+    r = land_bronze(spark, config, source)
     return time.monotonic() - started, r.records, dict(r.phases), len(tracker.getJobIdsForGroup(None)) - jobs
 
 
@@ -601,6 +614,271 @@ def one_size(n: int, cap: int, value_bytes: int, tiny: int, history: int) -> dic
     return result
 
 
+# ---- many topics, in its own process -----------------------------------------------------------------
+
+MANY, ONE = "many", "one"  # the sources of the topics benchmark: N topics by pattern, and one topic
+MANY_PREFIX, ONE_TOPIC = "bench_t", "bench_one"
+TOPIC_GOAL_AT = 1_000  # topics at which a run with nothing new may cost at most TOPIC_GOAL_S more than at one
+TOPIC_GOAL_S = 10.0
+RECORDS_GOAL = 1.5  # records over a few of 40 topics / the same records on one topic
+
+
+def topics_config(bootstrap: str, lake_dir: Path):
+    from spark_jobs.config import KafkaSettings, PipelineConfig, RuntimeSettings, SourceSettings, SparkSettings
+
+    def source(name: str, **topics) -> SourceSettings:
+        kafka = KafkaSettings(bootstrap_servers=bootstrap)
+        options = {"enable-tidb-extension": True}
+        return SourceSettings(name=name, protocol="canal-json", kafka=kafka, options=options, **topics)
+
+    runtime = RuntimeSettings(
+        mode="embedded",
+        local_dir=str(lake_dir),
+        spark=SparkSettings(master="local[2]", driver_memory="2g", conf={"spark.ui.showConsoleProgress": "false"}),
+    )
+    return PipelineConfig(
+        sources=[source(MANY, topic_pattern=MANY_PREFIX + r"\d+"), source(ONE, topics=[ONE_TOPIC])],
+        runtime=runtime,
+        path=lake_dir / "bench-land-topics.yaml",
+    )
+
+
+class LineCounter(logging.Handler):
+    """Counts the landing module's log lines (INFO and up) between resets."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines += 1
+
+
+def one_topics(n: int, touched: int, records: int, value_bytes: int, tiny: int) -> dict:
+    """N one-partition topics against one topic: runs with nothing new, and runs landing `records` records
+    spread over `touched` of the N topics against the same records on the one topic."""
+    from spark_jobs.bronze.land import broker_watermarks, committed_offsets
+    from spark_jobs.runtime.spark_session import get_spark
+    from spark_jobs.runtime.tables import BRONZE_MESSAGES
+
+    lake_dir = BENCH_DIR / f"topics-{n}"
+    fresh_lake(lake_dir)
+    names = [f"{MANY_PREFIX}{i:05d}" for i in range(n)]
+    step = max(1, n // touched)
+    hit = names[::step][:touched]  # spread over the N: tables touched now and then, not the first few
+    result: dict = {"topics": n, "touched": len(hit), "records": records, "tiny": tiny}
+    counter = LineCounter()
+    logging.getLogger("spark_jobs.bronze.land").addHandler(counter)
+    with EmbeddedBroker(BENCH_DIR / "broker") as broker:
+        started = time.monotonic()
+        for i in range(0, n, 500):  # the admin client's request stays small
+            broker.create_topics(names[i : i + 500])
+        broker.create_topics([ONE_TOPIC])
+        result["create_s"] = time.monotonic() - started
+        log.info("created %s topics in %.1fs on %s", f"{n:,}", result["create_s"], broker.bootstrap)
+        config = topics_config(broker.bootstrap, lake_dir)
+        spark = get_spark(config, app_name=f"bench-land-topics-{n}")
+        produced = {MANY: 0, ONE: 0}
+        runs: dict[str, list] = {f"{kind}_{source}": [] for kind in ("empty", "records") for source in (MANY, ONE)}
+        try:
+            for source in (ONE, MANY):  # creates the tables, warms the JVM and the Python workers
+                timed_run(spark, config, source)
+            for i in range(tiny):
+                order = (MANY, ONE) if i % 2 else (ONE, MANY)
+                for source in order:
+                    counter.lines = 0
+                    wall, landed, phases, _ = timed_run(spark, config, source)
+                    runs[f"empty_{source}"].append((wall, phases, counter.lines))
+                first = sum(produced.values())
+                produce(
+                    broker.bootstrap,
+                    (
+                        Message(hit[j % len(hit)], 0, b"%d" % (first + j), canal_json_value(first + j, value_bytes))
+                        for j in range(records)
+                    ),
+                )
+                produce(
+                    broker.bootstrap,
+                    (
+                        Message(ONE_TOPIC, 0, b"%d" % (first + j), canal_json_value(first + j, value_bytes))
+                        for j in range(records)
+                    ),
+                )
+                produced[MANY] += records
+                produced[ONE] += records
+                for source in order:
+                    counter.lines = 0
+                    wall, landed, phases, _ = timed_run(spark, config, source)
+                    if landed != records:
+                        log.warning("source %s landed %d records, expected %d", source, landed, records)
+                    runs[f"records_{source}"].append((wall, phases, counter.lines))
+            counts = {}
+            for source in (MANY, ONE):
+                rows, distinct = spark.sql(
+                    f"SELECT count(*), count(DISTINCT topic, `partition`, `offset`) FROM {BRONZE_MESSAGES} "
+                    "WHERE source = :source",
+                    args={"source": source},
+                ).collect()[0]
+                highs = {tp: high for tp, (_, high) in broker_watermarks(config.source(source))[0].items()}
+                counts[source] = (rows, distinct, committed_offsets(spark, source) == highs)
+        finally:
+            spark.stop()
+            logging.getLogger("spark_jobs.bronze.land").removeHandler(counter)
+    for key, measured in runs.items():
+        result[key] = {
+            "s": statistics.median(wall for wall, _, _ in measured),
+            "phases": {phase: statistics.median(p.get(phase, 0.0) for _, p, _ in measured) for phase in PHASES},
+            "log_lines": max(lines for _, _, lines in measured),
+        }
+    result["ok"] = all(
+        rows == produced[source] and distinct == produced[source] and offsets_ok
+        for source, (rows, distinct, offsets_ok) in counts.items()
+    )
+    result["bronze"] = {source: list(c) for source, c in counts.items()}
+    log.info(
+        "%s topics: nothing new %.2fs (one topic %.2fs); %d records over %d topics %.2fs (one topic %.2fs); bronze %s",
+        f"{n:,}",
+        result[f"empty_{MANY}"]["s"],
+        result[f"empty_{ONE}"]["s"],
+        records,
+        len(hit),
+        result[f"records_{MANY}"]["s"],
+        result[f"records_{ONE}"]["s"],
+        "ok" if result["ok"] else f"MISMATCH {counts} for {produced}",
+    )
+    return result
+
+
+def per_partition_ms(r: dict) -> float:
+    """What one more partition with nothing new adds to a run, in milliseconds (from the medians)."""
+    return 1000 * (r[f"empty_{MANY}"]["s"] - r[f"empty_{ONE}"]["s"]) / max(1, r["topics"] - 1)
+
+
+def at_goal_topics(results: list[dict]) -> tuple[float, dict, bool]:
+    """The extra seconds of a run with nothing new at TOPIC_GOAL_AT topics over one topic: measured at that N,
+    else extrapolated from the largest N measured (True when extrapolated)."""
+    measured = [r for r in results if r["topics"] >= TOPIC_GOAL_AT]
+    r = min(measured, key=lambda r: r["topics"]) if measured else max(results, key=lambda r: r["topics"])
+    extra = r[f"empty_{MANY}"]["s"] - r[f"empty_{ONE}"]["s"]
+    if r["topics"] == TOPIC_GOAL_AT:
+        return extra, r, False
+    return per_partition_ms(r) * (TOPIC_GOAL_AT - 1) / 1000, r, r["topics"] < TOPIC_GOAL_AT
+
+
+def topics_summary(results: list[dict]) -> list[dict]:
+    """`make bench`'s lines: records over N topics against one topic, and a run with nothing new at N topics
+    against one topic."""
+    rows = []
+    for r in results:
+        many, one = r[f"records_{MANY}"]["s"], r[f"records_{ONE}"]["s"]
+        rows.append(
+            summary_row(
+                "land",
+                f"{r['records']} records over {r['touched']} of {r['topics']:,} topics / on 1 topic",
+                f"{many:.2f} s",
+                f"1 topic {one:.2f} s",
+                many / one,
+                f"<= {RECORDS_GOAL}" if r["topics"] <= 40 else None,
+            )
+        )
+        many, one = r[f"empty_{MANY}"]["s"], r[f"empty_{ONE}"]["s"]
+        rows.append(
+            summary_row(
+                "land",
+                f"nothing new at {r['topics']:,} topics / at 1 topic ({per_partition_ms(r):.1f} ms per partition)",
+                f"{many:.2f} s",
+                f"1 topic {one:.2f} s",
+                many / one,
+                None,
+            )
+        )
+    extra, r, extrapolated = at_goal_topics(results)
+    one = r[f"empty_{ONE}"]["s"]
+    rows.append(
+        summary_row(
+            "land",
+            f"nothing new at {TOPIC_GOAL_AT:,} topics / at 1 topic (goal at most {TOPIC_GOAL_S:.0f} s more"
+            + (f"; extrapolated from {r['topics']:,} topics)" if extrapolated else ")"),
+            f"{one + extra:.2f} s{' (extrapolated)' if extrapolated else ''}",
+            f"1 topic {one:.2f} s",
+            (one + extra) / one,
+            f"<= {(one + TOPIC_GOAL_S) / one:.1f}",
+        )
+    )
+    return rows
+
+
+def run_topics(n: int, args) -> dict | None:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--one-topics",
+        str(n),
+        "--touched",
+        str(args.touched),
+        "--records",
+        str(args.records),
+        "--value-bytes",
+        str(args.value_bytes),
+        "--tiny",
+        str(args.tiny),
+    ]
+    return run_child(cmd, RESULT_PREFIX, f"{n:,} topics")
+
+
+def topics_report(args) -> int:
+    counts = [int(t.replace("_", "")) for t in args.topics.split(",") if t.strip()]
+    results, failed = [], []
+    for n in counts:
+        r = run_topics(n, args)
+        if r is None:
+            failed.append(n)
+        else:
+            results.append(r)
+    print()
+    print(
+        f"landing runs over N one-partition topics (a source with a topic_pattern) against one topic (the floor, "
+        f"in the same run); median of {args.tiny} runs each, wall time with bookkeeping; {args.records} records "
+        f"over {args.touched} of the N topics against {args.records} on the one topic; Spark local[2]"
+    )
+    header = (
+        f"{'topics':>7} {'create s':>9} {'empty N s':>10} {'empty 1 s':>10} {'ms/part':>8} {'plan N s':>9} "
+        f"{'plan 1 s':>9} {'recs N s':>9} {'recs 1 s':>9} {'ratio':>6} {'read_write N':>13} {'read_write 1':>13} "
+        f"{'log lines':>10} {'bronze':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        empty_many, empty_one = r[f"empty_{MANY}"], r[f"empty_{ONE}"]
+        recs_many, recs_one = r[f"records_{MANY}"], r[f"records_{ONE}"]
+        lines = max(r[key]["log_lines"] for key in (f"empty_{MANY}", f"records_{MANY}"))
+        print(
+            f"{r['topics']:>7,} {r['create_s']:>9.1f} {empty_many['s']:>10.2f} {empty_one['s']:>10.2f} "
+            f"{per_partition_ms(r):>8.2f} {empty_many['phases']['plan']:>9.2f} {empty_one['phases']['plan']:>9.2f} "
+            f"{recs_many['s']:>9.2f} {recs_one['s']:>9.2f} {recs_many['s'] / recs_one['s']:>6.2f} "
+            f"{recs_many['phases']['read_write']:>13.2f} {recs_one['phases']['read_write']:>13.2f} "
+            f"{lines:>10} {'ok' if r['ok'] else 'MISMATCH':>7}"
+        )
+    for n in failed:
+        print(f"{n:>7,}  failed: see the log above")
+    if results:
+        extra, r, extrapolated = at_goal_topics(results)
+        print(
+            f"goals: {args.records} records over {args.touched} of 40 topics within {RECORDS_GOAL}x of the same "
+            f"records on one topic; a run with nothing new at {TOPIC_GOAL_AT:,} topics at most {TOPIC_GOAL_S:.0f} s "
+            f"more than at one topic: {extra:.2f} s more"
+            + (f" (EXTRAPOLATED from {r['topics']:,} topics)" if extrapolated else f" (measured at {r['topics']:,})")
+        )
+        write_summary(args.json, topics_summary(results))
+    bad = failed or [r["topics"] for r in results if not r["ok"]]
+    if bad:
+        print(
+            f"bronze differs from the records produced (or the run failed) for: {', '.join(f'{n:,}' for n in bad)} topics"
+        )
+        return 1
+    return 0
+
+
 # ---- the parent: one subprocess per size, then the table ---------------------------------------------
 
 
@@ -707,8 +985,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--history", type=int, default=200, help="commits added to bronze before the second measurement (default 200)"
     )
+    parser.add_argument(
+        "--topics",
+        help="comma-separated topic counts: measure runs over that many one-partition topics instead of the sizes",
+    )
+    parser.add_argument("--touched", type=int, default=4, help="with --topics: topics that get records (default 4)")
+    parser.add_argument(
+        "--records", type=int, default=12, help="with --topics: records per run with records (default 12)"
+    )
     parser.add_argument("--json", help="write the summary rows for `make bench` here")
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)  # internal: run one size, print a JSON line
+    parser.add_argument("--one-topics", type=int, help=argparse.SUPPRESS)  # internal: one topic count, a JSON line
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S"
@@ -719,6 +1006,12 @@ def main(argv: list[str] | None = None) -> int:
         result = one_size(args.one_size, args.cap, args.value_bytes, args.tiny, args.history)
         print(RESULT_PREFIX + json.dumps(result), flush=True)
         return 0 if result["ok"] else 1
+    if args.one_topics is not None:
+        result = one_topics(args.one_topics, args.touched, args.records, args.value_bytes, args.tiny)
+        print(RESULT_PREFIX + json.dumps(result), flush=True)
+        return 0 if result["ok"] else 1
+    if args.topics:
+        return topics_report(args)
 
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     results, failed = [], []

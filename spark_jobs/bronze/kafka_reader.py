@@ -5,8 +5,8 @@ of progress). Keys, values and headers stay bytes; nothing is parsed.
 
 Every client here is quiet: librdkafka logs a line per connect retry (every 50 ms while a broker is down);
 a BrokerWatch counts them instead, and a broker that stays unreachable stops the run with one
-BrokerUnavailableError line saying for how long and how many attempts. The driver's metadata and watermark
-calls go through `metadata_consumer` for the same reason.
+BrokerUnavailableError line saying for how long and how many attempts. The driver's metadata and offset
+lookups go through `metadata_admin` (or `metadata_consumer`) for the same reason.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import cast
@@ -122,21 +123,78 @@ def metadata_consumer(settings: dict, source: str, group_id: str = "ticdc-lake-p
     """A quiet consumer for the driver's metadata, watermark and offsets-for-times calls (give each
     `timeout=BROKER_TIMEOUT_SECONDS`): a KafkaException from any of them comes out as one
     BrokerUnavailableError line naming the source, the broker and what to check."""
-    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import Consumer
 
     watch = BrokerWatch(settings.get("bootstrap.servers", "?"))
     consumer = Consumer({**settings, "group.id": group_id, "enable.auto.commit": False, **watch.client_settings()})
     try:
-        yield consumer
-        consumer.poll(0)  # hand the queued log lines and errors to the watch
-    except KafkaException as exc:
-        consumer.poll(0)
-        raise watch.unavailable("asking for topic metadata and offsets", source, exc.args[0]) from None
+        with _reported(watch, consumer, source):
+            yield consumer
     finally:
         consumer.close()
+
+
+@contextmanager
+def metadata_admin(settings: dict, source: str):
+    """A quiet admin client for the driver's metadata and batched offset lookups (`list_topics` with
+    `timeout=BROKER_TIMEOUT_SECONDS`, then `list_offsets` below), reporting a KafkaException as
+    `metadata_consumer` does. Consumer-only settings among `settings` are ignored by it (librdkafka's
+    warning about them goes to the watch, not to stderr)."""
+    from confluent_kafka.admin import AdminClient
+
+    watch = BrokerWatch(settings.get("bootstrap.servers", "?"))
+    with _reported(watch, AdminClient({**settings, **watch.client_settings()}), source) as admin:
+        yield admin
+
+
+@contextmanager
+def _reported(watch: BrokerWatch, client, source: str) -> Iterator:
+    """`client`, its KafkaExceptions as one BrokerUnavailableError line; afterwards, the connect attempts that
+    failed before the broker answered, as a warning. `poll(0)` hands the queued log lines and errors to the watch."""
+    from confluent_kafka import KafkaException
+
+    try:
+        yield client
+        client.poll(0)
+    except KafkaException as exc:
+        client.poll(0)
+        raise watch.unavailable("asking for topic metadata and offsets", source, exc.args[0]) from None
     summary = watch.summary()
     if summary:
         log.warning("source %s: %s", source, summary)
+
+
+def list_offsets(admin, partitions: list[tuple[str, int]], specs: dict, settings: dict) -> dict[str, dict]:
+    """Per name in `specs` (name -> OffsetSpec), the offset of every partition: one ListOffsets request per
+    spec and leader broker, all sent before any answer is awaited, so the partition count costs no round
+    trips. Read at the isolation level the consumers of `settings` read with (librdkafka's default is
+    read_committed: the high watermark is then the last stable offset, as `get_watermark_offsets` answers).
+    A KafkaException (a failed or timed-out request) propagates, for `metadata_admin` to report."""
+    from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+
+    if not partitions:
+        return {name: {} for name in specs}
+    isolation = (
+        IsolationLevel.READ_UNCOMMITTED
+        if settings.get("isolation.level") == "read_uncommitted"
+        else IsolationLevel.READ_COMMITTED
+    )
+    asked = {
+        name: admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in partitions},
+            isolation_level=isolation,
+            request_timeout=BROKER_TIMEOUT_SECONDS,
+        )
+        for name, spec in specs.items()
+    }
+    pending = [f for answers in asked.values() for f in answers.values()]
+    _, late = futures.wait(pending, timeout=BROKER_TIMEOUT_SECONDS + 5)  # librdkafka times them out first
+    if late:
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no answer to ListOffsets for {len(late)} partitions"))
+    return {
+        name: {(tp.topic, tp.partition): future.result().offset for tp, future in answers.items()}
+        for name, answers in asked.items()
+    }
 
 
 def read_range(

@@ -32,7 +32,15 @@ from dataclasses import astuple, dataclass, field
 from typing import Any, cast
 
 from spark_jobs.bronze.kafka_reader import RangeRead
-from spark_jobs.bronze.plan import Gap, LandingPlan, OffsetRange, TopicPartition, plan_landing
+from spark_jobs.bronze.plan import (
+    Gap,
+    LandingPlan,
+    OffsetRange,
+    TopicPartition,
+    plan_landing,
+    start_offsets,
+    task_groups,
+)
 from spark_jobs.config import PipelineConfig, SourceSettings, kafka_client_settings
 from spark_jobs.errors import (
     ConcurrentLandingError,
@@ -63,6 +71,7 @@ SUMMARY_OFFSETS_ADOPTED = "ticdc.summary-offsets-adopted"
 PICKED_FROM = "source-snapshot-id"  # Iceberg's summary key for a snapshot whose files another one committed first
 LANDING_BRANCH_PREFIX = "land_"
 FAST_FORWARD_ATTEMPTS = 5
+LOGGED_PARTITIONS = 10  # a run's log names at most this many partitions (and gaps); the tables keep them all
 
 
 @dataclass(frozen=True)
@@ -184,33 +193,37 @@ def broker_watermarks(
     source: SourceSettings,
 ) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int]]:
     """(low, high) watermarks of every partition of the source's topics, and where new ones start."""
-    from confluent_kafka import TopicPartition as KafkaTP
+    from spark_jobs.bronze.kafka_reader import metadata_admin
 
-    from spark_jobs.bronze.kafka_reader import BROKER_TIMEOUT_SECONDS, metadata_consumer
+    settings = kafka_client_settings(source)
+    with metadata_admin(settings, source.name) as admin:
+        return partition_watermarks(admin, source, settings)
 
-    with metadata_consumer(kafka_client_settings(source), source.name) as consumer:
-        metadata = consumer.list_topics(timeout=BROKER_TIMEOUT_SECONDS)
-        watermarks: dict[TopicPartition, tuple[int, int]] = {}
-        for topic in source_topics(source, list(metadata.topics)):
-            if topic not in metadata.topics or metadata.topics[topic].error is not None:
-                log.warning("source %s: topic %s does not exist (yet)", source.name, topic)
-                continue
-            for p in sorted(metadata.topics[topic].partitions):
-                watermarks[(topic, p)] = consumer.get_watermark_offsets(
-                    KafkaTP(topic, p), timeout=BROKER_TIMEOUT_SECONDS
-                )
-        starts: dict[TopicPartition, int] = {}
-        start = source.landing.start
-        for tp, (low, high) in watermarks.items():
-            if start == "latest":
-                starts[tp] = high
-            elif start.isdigit():
-                wanted = [KafkaTP(tp[0], tp[1], int(start))]
-                found = consumer.offsets_for_times(wanted, timeout=BROKER_TIMEOUT_SECONDS)[0].offset
-                starts[tp] = high if found < 0 else found
-            else:
-                starts[tp] = low
-        return watermarks, starts
+
+def partition_watermarks(
+    admin, source: SourceSettings, settings: dict
+) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int]]:
+    """`broker_watermarks` through an admin client: one metadata request, then the earliest and the latest
+    offsets (and, for a source starting at a time, the offsets at that time) of all partitions at once, so
+    that a partition with nothing new costs no round trip of its own."""
+    from confluent_kafka.admin import OffsetSpec
+
+    from spark_jobs.bronze.kafka_reader import BROKER_TIMEOUT_SECONDS, list_offsets
+
+    metadata = admin.list_topics(timeout=BROKER_TIMEOUT_SECONDS)
+    partitions: list[TopicPartition] = []
+    for topic in source_topics(source, list(metadata.topics)):
+        if topic not in metadata.topics or metadata.topics[topic].error is not None:
+            log.warning("source %s: topic %s does not exist (yet)", source.name, topic)
+            continue
+        partitions += [(topic, p) for p in sorted(metadata.topics[topic].partitions)]
+    start = source.landing.start
+    specs = {"low": OffsetSpec.earliest(), "high": OffsetSpec.latest()}
+    if start.isdigit():
+        specs["at_start"] = OffsetSpec.for_timestamp(int(start))
+    found = list_offsets(admin, partitions, specs, settings)
+    watermarks = {tp: (found["low"][tp], found["high"][tp]) for tp in partitions}
+    return watermarks, start_offsets(watermarks, start, found.get("at_start", {}))
 
 
 def plan_run(
@@ -228,14 +241,22 @@ def plan_run(
             raise LandingGapError(
                 f"source {source.name}: {described}. Set landing.accept_gaps: true to land past it (it is then recorded in {BRONZE_LANDING_GAPS})."
             )
-        log.warning("source %s: accepting gaps: %s", source.name, described)
+        shown = "; ".join(g.describe() for g in plan.gaps[:LOGGED_PARTITIONS])
+        more = len(plan.gaps) - LOGGED_PARTITIONS
+        log.warning(
+            "source %s: accepting gaps: %s%s",
+            source.name,
+            shown,
+            f" ... and {more} more (each in {BRONZE_LANDING_GAPS})" if more > 0 else "",
+        )
     return plan, watermarks
 
 
 def read_records(spark, source: SourceSettings, ranges: list[OffsetRange], batch_id: str, reads=None):
-    """The records of the planned ranges as a DataFrame, read by Spark tasks, one per range (a range's index is
-    its task's one row: no shuffle). `reads`, an accumulator of `RangeReads`, gets what each range gave when the
-    rows are written, so that the write is the only pass over them."""
+    """The records of the planned ranges as a DataFrame, read by Spark tasks (`task_groups`: a large range has
+    a task of its own, small ones share; a group's index is its task's one row: no shuffle). `reads`, an
+    accumulator of `RangeReads`, gets what each range gave when the rows are written, so that the write is the
+    only pass over them."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -243,19 +264,20 @@ def read_records(spark, source: SourceSettings, ranges: list[OffsetRange], batch
 
     settings = kafka_client_settings(source)
     budget = max(1, source.landing.max_bytes_per_run // max(1, len(ranges)))
-    ranges = list(ranges)
+    groups = task_groups(list(ranges), spark.sparkContext.defaultParallelism)
 
     def read_ranges(batches):
         from spark_jobs.bronze.kafka_reader import read_range
 
         for batch in batches:
             for index in batch.column("id").to_pylist():
-                r = ranges[index]
-                read = yield from read_range(settings, r.topic, r.partition, r.start, r.end, budget)
-                if reads is not None:
-                    reads.add({(r.topic, r.partition): read})
+                for r in groups[index]:
+                    read = yield from read_range(settings, r.topic, r.partition, r.start, r.end, budget)
+                    if reads is not None:
+                        reads.add({(r.topic, r.partition): read})
 
-    records = spark.range(0, len(ranges), 1, len(ranges)).mapInArrow(read_ranges, from_arrow_schema(MESSAGE_SCHEMA))
+    tasks = max(1, len(groups))
+    records = spark.range(0, len(groups), 1, tasks).mapInArrow(read_ranges, from_arrow_schema(MESSAGE_SCHEMA))
     return records.select(
         F.lit(source.name).alias("source"),
         "topic",
@@ -481,7 +503,13 @@ def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResul
                 _record_gaps(spark, source.name, plan.gaps)
         if not plan.ranges:
             lag = {tp: high - plan.next_offsets.get(tp, high) for tp, (_, high) in watermarks.items()}
-            log.info("source %s: nothing new to land (%d partitions)", source.name, len(watermarks))
+            log.info(
+                "source %s: nothing new to land (%d partitions), %.1fs (%s)",
+                source.name,
+                len(watermarks),
+                time.monotonic() - started,
+                phases.line(),
+            )
             return LandingResult(
                 source=source.name,
                 batch_id=None,
@@ -526,6 +554,8 @@ def land_bronze(spark, config: PipelineConfig, source_name: str) -> LandingResul
         )
         with phases.timed("bookkeeping"):
             _record_run(spark, result, plan, next_offsets, read)
+        for line in run_lines(result, plan, time.monotonic() - started):
+            log.info("%s", line)
         return result
     raise AssertionError("unreachable")
 
@@ -582,38 +612,50 @@ def _record_run(
     next_offsets: dict[TopicPartition, int],
     reads: dict[TopicPartition, RangeRead],
 ) -> None:
-    """Per partition counts, bytes and lag of the run, in the logs and in bronze.landing_runs."""
+    """Per partition that gained records, its counts, bytes and lag in bronze.landing_runs (the log has totals)."""
     from pyspark.sql import functions as F
 
-    rate = result.records / result.seconds if result.seconds else 0.0
-    log.info(
-        "source %s: landed %d records (%d bytes) in batch %s, %.0f records/s, %.1fs",
-        result.source,
-        result.records,
-        result.bytes,
-        result.batch_id,
-        rate,
-        result.seconds,
-    )
-    rows = []
-    for r in plan.ranges:
-        tp = (r.topic, r.partition)
-        n = result.per_partition.get(tp, 0)
-        log.info("  %s[%d]: %d records from offset %d, lag %d", r.topic, r.partition, n, r.start, result.lag.get(tp, 0))
-        rows.append(
-            LandingRunRow(
-                source=result.source,
-                batch_id=cast(str, result.batch_id),  # a run that landed records has its batch
-                topic=r.topic,
-                partition=r.partition,
-                start_offset=r.start,
-                next_offset=next_offsets[tp],
-                records=n,
-                bytes=reads.get(tp, NOTHING_READ).bytes,
-                lag=result.lag.get(tp, 0),
-                seconds=result.seconds,
-            )
+    rows = [
+        LandingRunRow(
+            source=result.source,
+            batch_id=cast(str, result.batch_id),  # a run that landed records has its batch
+            topic=r.topic,
+            partition=r.partition,
+            start_offset=r.start,
+            next_offset=next_offsets[(r.topic, r.partition)],
+            records=result.per_partition.get((r.topic, r.partition), 0),
+            bytes=reads.get((r.topic, r.partition), NOTHING_READ).bytes,
+            lag=result.lag.get((r.topic, r.partition), 0),
+            seconds=result.seconds,
         )
+        for r in plan.ranges
+    ]
     spark.createDataFrame([astuple(row) for row in rows], LANDING_RUN_SCHEMA).withColumn(
         "landed_at", F.current_timestamp()
     ).writeTo(BRONZE_LANDING_RUNS).append()
+
+
+def run_lines(result: LandingResult, plan: LandingPlan, seconds: float) -> list[str]:
+    """A run's log: one line of totals and one naming the partitions with the most records (at most
+    `LOGGED_PARTITIONS`), whatever the partition count; bronze.landing_runs has every partition's row."""
+    gained = sum(1 for n in result.per_partition.values() if n)
+    lag, lagging = max(((n, tp) for tp, n in result.lag.items()), default=(0, None))
+    rate = result.records / seconds if seconds else 0.0
+    totals = (
+        f"source {result.source}: landed {result.records} records ({result.bytes} bytes) in batch {result.batch_id}"
+        f" from {gained} of {len(result.lag)} partitions, largest lag {lag}"
+        + (f" ({lagging[0]}[{lagging[1]}])" if lag and lagging else "")
+        + f", {rate:.0f} records/s, {seconds:.1f}s ({Phases(result.phases).line()})"
+    )
+    ranked = sorted(
+        plan.ranges, key=lambda r: (-result.per_partition.get((r.topic, r.partition), 0), r.topic, r.partition)
+    )
+    shown = [
+        f"{r.topic}[{r.partition}] {result.per_partition.get((r.topic, r.partition), 0)} from offset {r.start}"
+        for r in ranked[:LOGGED_PARTITIONS]
+    ]
+    more = len(ranked) - len(shown)
+    detail = f"source {result.source}: most records: {', '.join(shown)}" + (
+        f" ... and {more} more partitions (each in {BRONZE_LANDING_RUNS})" if more else ""
+    )
+    return [totals, detail]

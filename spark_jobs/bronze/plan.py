@@ -6,9 +6,11 @@ gaps and topics re-created can be tested with metadata as input.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 TopicPartition = tuple[str, int]
+OWN_TASK_RECORDS = 10_000  # a range of fewer records is read in less time than a Spark task of its own costs
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,19 @@ class LandingPlan:
     @property
     def records(self) -> int:
         return sum(r.count for r in self.ranges)
+
+
+def start_offsets(
+    watermarks: dict[TopicPartition, tuple[int, int]], start: str, at_start: dict[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Where each partition starts if it never landed, by the source's `landing.start`: `earliest` (the low
+    watermark), `latest` (the high one) or epoch milliseconds (`at_start`: the broker's first offset at or
+    after that time; none, offset -1, when every record is older: the high watermark)."""
+    if start == "latest":
+        return {tp: high for tp, (_, high) in watermarks.items()}
+    if start.isdigit():
+        return {tp: high if at_start[tp] < 0 else at_start[tp] for tp, (_, high) in watermarks.items()}
+    return {tp: low for tp, (low, _) in watermarks.items()}
 
 
 def plan_landing(
@@ -99,3 +114,19 @@ def plan_landing(
     for tp, (b, _) in wanted.items():
         next_offsets[tp] = merged[tp].end if tp in merged else b
     return LandingPlan(sorted(merged.values(), key=lambda r: (r.topic, r.partition)), next_offsets, gaps)
+
+
+def task_groups(ranges: list[OffsetRange], slots: int) -> list[list[OffsetRange]]:
+    """The ranges as Spark tasks: no two ranges of `OWN_TASK_RECORDS` or more share one, smaller ones do, so
+    that a run touching many partitions with a few records each starts as many tasks as Spark runs at once
+    (`slots`), not one per partition. Largest range first, each to the task with the fewest records so far;
+    within a task, topic and partition order."""
+    own = sum(1 for r in ranges if r.count >= OWN_TASK_RECORDS)
+    tasks = min(len(ranges), max(slots, own, 1))
+    groups: list[list[OffsetRange]] = [[] for _ in range(tasks)]
+    loads = [(0, i) for i in range(tasks)]
+    for r in sorted(ranges, key=lambda r: (-r.count, r.topic, r.partition)):
+        load, i = heapq.heappop(loads)
+        groups[i].append(r)
+        heapq.heappush(loads, (load + r.count, i))
+    return [sorted(g, key=lambda r: (r.topic, r.partition)) for g in groups]

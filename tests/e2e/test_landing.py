@@ -1,14 +1,18 @@
-"""Landing into bronze against the real broker and Iceberg: exact bytes, caps, new topics, gaps,
-and two runs of one source that cannot both commit the same range."""
+"""Landing into bronze against the real broker and Iceberg: exact bytes, caps, new topics, gaps, many topics
+with a few records, and two runs of one source that cannot both commit the same range."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from spark_jobs.bronze import land as landing
 from spark_jobs.bronze.land import (
     SUMMARY_OFFSETS_ADOPTED,
     adopt_summary_offsets,
+    broker_watermarks,
     commit_batch,
     committed_offsets,
     land_bronze,
@@ -105,6 +109,55 @@ def test_topic_pattern_picks_up_a_topic_created_later(spark, broker, source_conf
     produce(broker.bootstrap, second)
     assert land_bronze(spark, config, "lp").records == 5
     assert bronze_records(spark, "lp") == expected_records(first + second)
+
+
+def test_many_topics_with_a_few_records_land_once_in_a_log_of_a_few_lines(spark, broker, source_config, caplog):
+    """TiCDC's topic-per-table dispatcher read by a pattern: 40 one-partition topics, records on a few."""
+    topics = [f"lm_t{i:02d}" for i in range(40)]
+    broker.create_topics(topics)
+    config = source_config("lm", topic_pattern=r"lm_t\d+")
+    first = [Message(topics[i % 4 * 10], 0, b"a%d" % i, b"v%d" % i) for i in range(10)]  # 4 topics
+    second = [Message(topics[i], 0, b"b%d" % i, b"w%d" % i) for i in range(1, 40, 3)]  # 13 topics, one each
+    runs = []
+    for messages in (first, [], second):
+        produce(broker.bootstrap, messages)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="spark_jobs.bronze.land"):
+            runs.append((land_bronze(spark, config, "lm"), list(caplog.messages)))
+    (landed, landed_log), (idle, idle_log), (spread, spread_log) = runs
+
+    assert bronze_records(spark, "lm") == expected_records(first + second)  # each record once
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lm"})
+    try:  # the batched lookup answers what a lookup per partition answers
+        highs = {(t, 0): consumer.get_watermark_offsets(TopicPartition(t, 0), timeout=10)[1] for t in topics}
+    finally:
+        consumer.close()
+    assert {tp: high for tp, (_, high) in broker_watermarks(config.source("lm"))[0].items()} == highs
+    assert committed_offsets(spark, "lm") == highs  # every partition's offset, committed with its records
+    assert sum(highs.values()) == len(first + second)
+
+    assert (landed.records, len(landed.per_partition), len(landed.lag), set(landed.lag.values())) == (10, 4, 40, {0})
+    assert len(landed_log) == 2, landed_log
+    assert landed_log[0].startswith(f"source lm: landed 10 records ({landed.bytes} bytes) in batch {landed.batch_id}")
+    assert " from 4 of 40 partitions, largest lag 0, " in landed_log[0]
+    assert landed_log[1] == (
+        "source lm: most records: lm_t00[0] 3 from offset 0, lm_t10[0] 3 from offset 0, "
+        "lm_t20[0] 2 from offset 0, lm_t30[0] 2 from offset 0"
+    )
+    assert idle.records == 0 and len(idle_log) == 1 and "nothing new to land (40 partitions)" in idle_log[0]
+    assert spread.records == 13 and len(spread_log) == 2, spread_log
+    assert " from 13 of 40 partitions, " in spread_log[0]
+    assert spread_log[1].count(" from offset ") == 10
+    assert spread_log[1].endswith(" ... and 3 more partitions (each in bronze.landing_runs)")
+
+    rows = spark.sql(
+        f"SELECT batch_id, topic, `partition`, start_offset, next_offset, records, lag FROM {BRONZE_LANDING_RUNS} "
+        "WHERE source = 'lm'"
+    ).collect()
+    assert sorted(tuple(r) for r in rows) == sorted(
+        [(landed.batch_id, t, 0, 0, n, n, 0) for t, n in (("lm_t00", 3), ("lm_t10", 3), ("lm_t20", 2), ("lm_t30", 2))]
+        + [(spread.batch_id, m.topic, 0, highs[(m.topic, 0)] - 1, highs[(m.topic, 0)], 1, 0) for m in second]
+    )  # a row per partition that gained records, none for the others
 
 
 def test_record_and_byte_caps_bound_a_run_and_the_next_run_continues(spark, broker, source_config):

@@ -1,10 +1,11 @@
-"""Landing plans from broker metadata: where each partition resumes, caps, new partitions, gaps.
+"""Landing plans from broker metadata: where each partition resumes or starts, caps, new partitions, gaps,
+and how the ranges are shared among Spark tasks.
 
 Retention gaps and re-created topics are tested here with metadata as input: the embedded broker
 (Tansu) cannot delete records (DeleteRecords crashes it) nor add partitions.
 """
 
-from spark_jobs.bronze.plan import Gap, OffsetRange, plan_landing
+from spark_jobs.bronze.plan import OWN_TASK_RECORDS, Gap, OffsetRange, plan_landing, start_offsets, task_groups
 
 
 def test_resumes_where_the_last_commit_ended_and_picks_up_new_partitions():
@@ -46,3 +47,29 @@ def test_retention_gap_and_offsets_going_backwards_are_reported():
 def test_new_source_starting_at_latest_lands_nothing_old():
     plan = plan_landing({}, {("t", 0): (0, 40)}, {("t", 0): 40}, 100)
     assert plan.ranges == [] and plan.next_offsets == {("t", 0): 40}
+
+
+def test_start_offsets_by_the_sources_start_setting():
+    marks = {("t", 0): (2, 9), ("t", 1): (0, 0)}
+    assert start_offsets(marks, "earliest", {}) == {("t", 0): 2, ("t", 1): 0}
+    assert start_offsets(marks, "latest", {}) == {("t", 0): 9, ("t", 1): 0}
+    # at a time: the broker's first offset at or after it, or the high watermark when every record is older
+    assert start_offsets(marks, "1700000000000", {("t", 0): 5, ("t", 1): -1}) == {("t", 0): 5, ("t", 1): 0}
+
+
+def test_small_ranges_share_tasks_and_large_ones_have_their_own():
+    small = [OffsetRange(f"t{i:02d}", 0, 0, 1 + i % 3) for i in range(40)]
+    groups = task_groups(small, slots=2)
+    assert len(groups) == 2
+    assert sorted(r.topic for g in groups for r in g) == [r.topic for r in small]
+    assert abs(sum(r.count for r in groups[0]) - sum(r.count for r in groups[1])) <= 1
+    assert all(g == sorted(g, key=lambda r: (r.topic, r.partition)) for g in groups)
+
+    large = [OffsetRange("big", p, 0, OWN_TASK_RECORDS + p) for p in range(3)]
+    groups = task_groups(large + small, slots=2)
+    assert len(groups) == 3
+    assert sorted(sum(1 for r in g if r.topic == "big") for g in groups) == [1, 1, 1]
+    assert sum(len(g) for g in groups) == 43
+
+    assert task_groups(small[:1], slots=8) == [small[:1]]
+    assert task_groups([], slots=2) == []
