@@ -1,15 +1,16 @@
 """Every benchmark in one command, and one table of all their ratios with the floor each is measured against.
 
-    python bench/all.py [--quick] [--readme] [--only decode,land,silver,gold,end_to_end]
+    python bench/all.py [--quick] [--readme] [--only decode,land,land_topics,silver,gold,gold_tables,end_to_end]
 
-Runs bench/decode.py, bench/land.py, bench/silver.py, bench/gold.py and bench/end_to_end.py one after the other
-(each prints its own report as it goes), each with `--json` to hand back its summary lines, then prints one
-table: benchmark, case, the figure measured, the floor measured beside it in the same run, the ratio and its
-goal. Each benchmark's newest summary is kept in `.local/bench/summary.json`, so `--only` re-runs one and the
-table still shows all. `--quick` runs every benchmark at sizes that fit in about 25 minutes on two cores (the issue's sizes
-take hours here); the table says which sizes ran. `--readme` also writes the table, with the date and the
-machine it was taken on, into README.md between the `bench:start` and `bench:end` markers. Nothing is
-asserted: a ratio below its goal is reported as such.
+Runs bench/decode.py, bench/land.py (its sizes, and as land_topics its runs over many topics), bench/silver.py,
+bench/gold.py (its sizes, and as gold_tables its runs over many tables) and bench/end_to_end.py one after the other
+(each prints its own report as it goes), each with `--json` to hand back its summary lines, then prints one table:
+benchmark, case, the figure measured, the floor measured beside it in the same run, the ratio and its goal. Each
+benchmark's newest summary is kept in `.local/bench/summary.json`, so `--only` re-runs one and the table still shows
+all. `--quick` runs every benchmark at sizes that fit in about 25 minutes on two cores (the issue's sizes take hours
+here); the table says which sizes ran. `--readme` also writes the table, with the date and the machine it was taken
+on, into README.md between the `bench:start` and `bench:end` markers. Nothing is asserted: a ratio below its goal is
+reported as such.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 BENCHMARKS = {
     "decode": ("decode.py", [], []),
     "land": ("land.py", ["--sizes", "1000000,4000000"], ["--sizes", "100000,400000"]),
+    "land_topics": ("land.py", ["--topics", "40,1000"], ["--topics", "40,1000"]),
     "silver": ("silver.py", [], ["--messages", "100000", "--existing-rows", "1000000"]),
     "gold": ("gold.py", [], ["--sizes", "100000,1000000"]),
+    "gold_tables": ("gold.py", ["--tables", "60,1000"], ["--tables", "20,60"]),
     "end_to_end": ("end_to_end.py", [], ["--changes", "100000"]),
 }
 

@@ -1,25 +1,41 @@
-"""Gold's cost against the size of the table: the same delta into a 1M-row and a 10M-row table.
+"""Gold's cost against the size of a table and against the number of tables.
 
     python bench/gold.py [--sizes 1000000,10000000] [--delta 10000] [--runs 2]
+    python bench/gold.py --tables 60,1000 [--touched-percent 1] [--rows 3] [--runs 2]
 
-For each size, in its own subprocess (one JVM and one embedded Derby metastore each, under
-`.local/bench/gold/<size>/`, started fresh; Spark `local[2]`, driver memory 6g), silver is seeded with
-one upstream table, `bench.orders` (6 columns, key `id`), created by a CREATE TABLE DDL event and then
-filled by N inserts, through the silver writers (`merges.merge_ddl_events`, `merges.merge_row_changes`)
-and the run log (`build.record_run`), exactly as a silver run leaves them. Then, timed:
+Each case runs in its own subprocess (one JVM and one embedded Derby metastore each, under
+`.local/bench/gold/<case>/`, started fresh; Spark `local[2]`, driver memory 6g). Silver is seeded through the
+silver writers (`merges.merge_ddl_events`, `merges.merge_row_changes`, `merges.merge_watermarks`) and the run
+log (`build.record_run`), exactly as a silver run leaves them; only `build_gold` is timed. Each `build_gold`
+includes the dbt staging and intermediate models, the gold and history models, the dbt tests and the
+publication, as a scheduled run does. Nothing is asserted.
+
+Size mode (`--sizes`): does a run cost what changed, or what the table holds? One upstream table,
+`bench.orders` (6 columns, key `id`), created by a CREATE TABLE DDL event and filled by N inserts. Timed:
 
 - initial: `build_gold` from that silver (gold and history built from scratch);
 - incremental, `--runs` times: a delta of `--delta` new changes (60% updates, 25% inserts, 15% deletes of
-  distinct keys, newer than the published ts) is written to silver as a silver run writes it (not timed), then
-  `build_gold` applies it; the history table's growth per run is read from its snapshots (versions and
-  bytes added);
+  distinct keys, newer than the published ts) is written to silver (not timed), then `build_gold` applies it;
+  the history table's growth per run is read from its snapshots (versions and bytes added);
 - rebuild: `build_gold(rebuild=True)` at the same state, gold and history replaced from silver: the floor
   an incremental run is measured against.
 
-Each `build_gold` includes the dbt staging and intermediate models, the gold and history models, the
-dbt tests and the publication, as a scheduled run does. The delta is the same number of changes at
-every size (by default 1% of the 1M table) so that the 10M/1M ratio of incremental seconds says whether
-a run's cost follows the delta or the table: the goal is 10M/1M <= 1.5. Nothing is asserted.
+The delta is the same number of changes at every size (by default 1% of the 1M table) so that the 10M/1M
+ratio of incremental seconds says whether a run's cost follows the delta or the table: the goal is
+10M/1M <= 1.5.
+
+Tables mode (`--tables`): does a run cost the tables it touches, or every table of the source? N upstream
+tables `many.t<i>` (`id` int key, `n` int), each created by a DDL event and given `--rows` inserts, with a
+watermark after them (as tests/e2e/test_gold_cost.py seeds them). Timed:
+
+- first build: all N tables built from silver (seconds per table; goal <= 0.5);
+- then, `--runs` times each: `--touched-percent` of the tables (at least one) get an update and an insert;
+  only a newer watermark (no table changes: goal <= 5 s); 3 tables spread over the N get an update and an
+  insert.
+
+The same runs on a source of only 3 tables (its own subprocess) give the floor: touching 3 tables among N
+against touching the same 3 alone says what the untouched tables cost a run (goal <= 1.2 at N = 1000). Each
+run's count of tables built is reported, so an untouched table that is built shows.
 """
 
 from __future__ import annotations
@@ -108,31 +124,38 @@ def decoded_changes(spark, first_offset: int, count: int, first_ms: int, plan: s
     )
 
 
-def silver_run(spark, config, decoded, ddl: bool = False) -> None:
-    """Write one batch of decoded changes as a silver run does: DDL, row changes, then the run's record."""
+def silver_run(spark, config, decoded, ddl: bool = False, source: str = SOURCE) -> None:
+    """Write one batch of decoded events as a silver run does (`decode_and_write`): DDL, row changes, watermarks,
+    then the run's record."""
     from pyspark.sql import functions as F
 
     from spark_jobs.silver import build, merges
 
     started = time.monotonic()
-    seq = build.next_silver_seq(spark, SOURCE)
-    decoded = decoded.withColumn("source", F.lit(SOURCE)).cache()
+    seq = build.next_silver_seq(spark, source)
+    decoded = decoded.withColumn("source", F.lit(source)).cache()
+    counts = {r["kind"]: r["count"] for r in decoded.groupBy("kind").count().collect()}
     if ddl:
-        merges.merge_ddl_events(spark, SOURCE, "canal-json", decoded)
-    merges.merge_row_changes(spark, SOURCE, decoded, seq)
-    rows = decoded.count()
+        merges.merge_ddl_events(spark, source, "canal-json", decoded)
+    if counts.get("row"):
+        merges.merge_row_changes(spark, source, decoded, seq)
+    if counts.get("watermark"):
+        merges.merge_watermarks(spark, decoded)
     decoded.unpersist()
-    build.record_run(
-        spark, config, SOURCE, "incremental", None, {"messages": rows, "row": rows}, started, silver_seq=seq
-    )
+    counts["messages"] = counts["decoded"] = sum(counts.values())
+    build.record_run(spark, config, source, "incremental", None, counts, started, silver_seq=seq)
 
 
-def create_table_event(spark):
+def decoded_schema():
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from spark_jobs.silver.decode import DECODED_SCHEMA
 
-    schema = from_arrow_schema(DECODED_SCHEMA)
+    return from_arrow_schema(DECODED_SCHEMA)
+
+
+def create_table_event(spark):
+    schema = decoded_schema()
     row = dict.fromkeys(schema.names)
     row.update(
         topic=TOPIC,
@@ -167,11 +190,15 @@ def delta_plan(size: int, delta: int, run: int) -> str:
 # ---- one size, in its own process ---------------------------------------------------------------------------
 
 
-def bench_config(lake_dir: Path):
+def bench_config(lake_dir: Path, source_name: str = SOURCE, topic: str = TOPIC, options: dict | None = None):
     from spark_jobs.config import KafkaSettings, PipelineConfig, RuntimeSettings, SourceSettings, SparkSettings
 
     source = SourceSettings(
-        name=SOURCE, protocol="canal-json", kafka=KafkaSettings(bootstrap_servers="127.0.0.1:1"), topics=[TOPIC]
+        name=source_name,
+        protocol="canal-json",
+        kafka=KafkaSettings(bootstrap_servers="127.0.0.1:1"),
+        topics=[topic],
+        options=options or {},
     )
     runtime = RuntimeSettings(
         mode="embedded",
@@ -207,14 +234,15 @@ class DbtTimer:
         self.module.run_dbt = self.original
 
 
-def timed_gold(spark, config, rebuild: bool = False) -> dict:
+def timed_gold(spark, config, rebuild: bool = False, source: str = SOURCE) -> dict:
+    """One `build_gold`: its seconds, dbt's share of them, its phases and how many upstream tables it built."""
     from spark_jobs.gold.build import build_gold
 
     with DbtTimer() as timer:
         started = time.monotonic()
-        build_gold(spark, config, SOURCE, rebuild=rebuild)
+        result = build_gold(spark, config, source, rebuild=rebuild)
         seconds = time.monotonic() - started
-    return {"seconds": seconds, "steps": timer.seconds}
+    return {"seconds": seconds, "steps": timer.seconds, "phases": result.phases, "built": len(result.built) // 2}
 
 
 def history_growth(spark, relation: str, versions_before: int, since_ms: int) -> dict:
@@ -265,6 +293,134 @@ def one_size(size: int, delta: int, runs: int) -> dict:
             log.info("%s rows: incremental run %d: %.1fs", f"{size:,}", run, step["seconds"])
         out["rebuild"] = timed_gold(spark, config, rebuild=True)
         log.info("%s rows: rebuild %.1fs", f"{size:,}", out["rebuild"]["seconds"])
+    finally:
+        spark.stop()
+    return out
+
+
+# ---- many tables, in its own process ------------------------------------------------------------------------
+
+TABLES_SOURCE = "bench_tables"
+TABLES_TOPIC = "bench_gold_tables"
+FLOOR_TABLES = 3  # the floor's source holds only the 3 tables the ratio's runs touch
+
+
+def many_tables(count: int) -> list:
+    """`count` small upstream tables, as tests/e2e/test_gold_cost.py declares them."""
+    from ticdc_devkit.simulator.model import Column, Table
+
+    columns = (Column("id", "int", nullable=False), Column("n", "int"))
+    return [Table("many", f"t{i}", columns, ("id",), table_id=900 + i) for i in range(count)]
+
+
+def spread(tables: list, count: int) -> list:
+    """`count` of the tables, evenly spread (the first one always among them)."""
+    return [tables[i * len(tables) // count] for i in range(count)]
+
+
+class TablesSilver:
+    """Silver of the many-tables source, one silver run per batch: each batch's events take the next offsets of
+    the topic's one partition and the next commit timestamps, and a watermark follows them. Upstream's rows are
+    followed so that an update carries the row's before image."""
+
+    def __init__(self, spark, config, tables: list):
+        self.spark, self.config, self.tables = spark, config, tables
+        self.schema = decoded_schema()
+        self.offset, self.ms = 0, BASE_MS
+        self.rows: dict[str, dict[int, int]] = {t.name: {} for t in tables}  # table -> key -> n
+
+    def event(self, kind: str, **fields) -> dict:
+        row = dict.fromkeys(self.schema.names)
+        row.update(topic=TABLES_TOPIC, partition=0, offset=self.offset, event_index=0, kind=kind, flags=[])
+        row.update(commit_ts=tso(self.ms), **fields)
+        self.offset, self.ms = self.offset + 1, self.ms + 1
+        return row
+
+    def change(self, table, op: str, key: int, n: int | None) -> dict:
+        before = self.rows[table.name].get(key)
+        if n is None:
+            self.rows[table.name].pop(key)
+        else:
+            self.rows[table.name][key] = n
+        return self.event(
+            "row",
+            op=op,
+            database=table.database,
+            table=table.name,
+            row_key=json.dumps([str(key)]),
+            key_columns=list(table.key),
+            before=None if before is None else {"id": str(key), "n": str(before)},
+            after=None if n is None else {"id": str(key), "n": str(n)},
+            column_types={"id": "int", "n": "int"},
+        )
+
+    def run(self, events: list[dict], ddl: bool = False) -> None:
+        events.append(self.event("watermark"))
+        silver_run(self.spark, self.config, self.spark.createDataFrame(events, self.schema), ddl, TABLES_SOURCE)
+
+    def seed(self, rows: int) -> None:
+        """A CREATE TABLE per table, then `rows` inserts into each."""
+        from ticdc_devkit.simulator.workload import create_table_sql
+
+        events = [
+            self.event("ddl", database=t.database, table=t.name, ddl_type="create_table", ddl_sql=create_table_sql(t))
+            for t in self.tables
+        ]
+        events += [self.change(t, "insert", key, key) for t in self.tables for key in range(rows)]
+        self.run(events, ddl=True)
+
+    def touch(self, tables: list) -> None:
+        """An update of the first row and an insert of a new row into each of `tables`."""
+        events = []
+        for t in tables:
+            rows = self.rows[t.name]
+            events += [self.change(t, "update", 0, rows[0] + 1), self.change(t, "insert", max(rows) + 1, 0)]
+        self.run(events)
+
+    def watermark(self) -> None:
+        """Only the consistent timestamp moves."""
+        self.run([])
+
+
+def one_tables(count: int, percent: float, rows: int, runs: int) -> dict:
+    from spark_jobs.bronze.land import offsets_property
+    from spark_jobs.runtime.spark_session import get_spark
+    from spark_jobs.runtime.tables import BRONZE_MESSAGES, ensure_tables
+    from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS
+
+    lake_dir = BENCH_DIR / f"tables-{count}"
+    fresh_lake(lake_dir)
+    config = bench_config(lake_dir, TABLES_SOURCE, TABLES_TOPIC, EXTENSION_OPTIONS["canal-json"])
+    spark = get_spark(config, app_name=f"bench-gold-tables-{count}")
+    tables = many_tables(count)
+    touched = max(1, round(count * percent / 100))
+    out: dict = {"tables": count, "rows": rows, "touched": touched, "touch": [], "none": [], "three": []}
+    try:
+        ensure_tables(spark, "bronze")
+        ensure_tables(spark, "silver")
+        # the consistent ts is the lowest watermark over the partitions landing committed: here the topic's one
+        offsets = json.dumps({TABLES_TOPIC: {"0": 1}})
+        spark.sql(
+            f"ALTER TABLE {BRONZE_MESSAGES} SET TBLPROPERTIES ('{offsets_property(TABLES_SOURCE)}' = '{offsets}')"
+        )
+        silver = TablesSilver(spark, config, tables)
+        started = time.monotonic()
+        silver.seed(rows)
+        out["seed_s"] = time.monotonic() - started
+        log.info("%d tables: silver seeded in %.0fs", count, out["seed_s"])
+
+        out["first"] = timed_gold(spark, config, source=TABLES_SOURCE)
+        log.info("%d tables: first build %.1fs", count, out["first"]["seconds"])
+        for run in range(1, runs + 1):
+            for case, touch in (
+                ("touch", lambda: silver.touch(spread(tables, touched))),
+                ("none", silver.watermark),
+                ("three", lambda: silver.touch(spread(tables, FLOOR_TABLES))),
+            ):
+                touch()
+                out[case].append(timed_gold(spark, config, source=TABLES_SOURCE))
+                step = out[case][-1]
+                log.info("%d tables: run %d, %s: %.1fs, %d built", count, run, case, step["seconds"], step["built"])
     finally:
         spark.stop()
     return out
@@ -322,9 +478,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000000,10000000", help="rows in the table, comma-separated")
     parser.add_argument("--delta", type=int, default=10_000, help="changes per incremental run (default 10,000)")
-    parser.add_argument("--runs", type=int, default=2, help="incremental runs per size (default 2)")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=2,
+        help="incremental runs per size, or runs of each case per number of tables (default 2)",
+    )
+    parser.add_argument("--tables", help="many-tables mode: numbers of tables, comma-separated (e.g. 60,1000)")
+    parser.add_argument("--touched-percent", type=float, default=1.0, help="tables touched per run (default 1%%)")
+    parser.add_argument("--rows", type=int, default=3, help="rows per table in many-tables mode (default 3)")
     parser.add_argument("--json", help="write the summary rows for `make bench` here")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size, print a JSON line
+    parser.add_argument("--one-tables", type=int, help=argparse.SUPPRESS)  # internal: one number of tables
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S"
@@ -333,6 +498,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         print(RESULT_PREFIX + json.dumps(one_size(args.one, args.delta, args.runs)), flush=True)
         return 0
+    if args.one_tables:
+        result = one_tables(args.one_tables, args.touched_percent, args.rows, args.runs)
+        print(RESULT_PREFIX + json.dumps(result), flush=True)
+        return 0
+    if args.tables:
+        return main_tables(args)
     sizes = sorted(int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip())
     results, failed = [], []
     for size in sizes:
@@ -373,6 +544,122 @@ def summary(results: list[dict]) -> list[dict]:
             )
         )
     return rows
+
+
+# ---- the parent, many tables: one subprocess per number of tables and one for the floor ----------------------
+
+
+def run_tables(count: int, percent: float, rows: int, runs: int) -> dict | None:
+    script = str(Path(__file__).resolve())
+    cmd = [sys.executable, script, "--one-tables", str(count), "--touched-percent", str(percent)]
+    cmd += ["--rows", str(rows), "--runs", str(runs)]
+    return run_child(cmd, RESULT_PREFIX, f"{count} tables")
+
+
+def best(r: dict, case: str) -> dict:
+    return min(r[case], key=lambda s: s["seconds"])
+
+
+def unexpected_builds(r: dict) -> list[str]:
+    """The runs that built other than the tables they touched (an untouched table built, or a touched one not)."""
+    wanted = {"touch": r["touched"], "none": 0, "three": FLOOR_TABLES}
+    odd = [f"first build built {r['first']['built']}"] if r["first"]["built"] != r["tables"] else []
+    for case, count in wanted.items():
+        odd += [
+            f"{case} run {i} built {s['built']} (touched {count})"
+            for i, s in enumerate(r[case], 1)
+            if s["built"] != count
+        ]
+    return odd
+
+
+def tables_report(results: list[dict], floor: dict, percent: float) -> None:
+    print()
+    print("seconds of build_gold (dbt staging + intermediate, gold + history models, dbt tests, publication),")
+    print(
+        f"best of the runs; tables of 2 int columns and {floor['rows']} rows; Spark local[2] on a shared 2-core machine."
+    )
+    header = (
+        f"{'tables':>7} {'first s':>8} {'s/table':>8} {'touched':>8} {'touch s':>8} {'s/touched':>10} "
+        f"{'none s':>7} {'touch 3 s':>10} {'3 alone s':>10} {'ratio':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    alone = best(floor, "three")["seconds"]
+    for r in [floor, *results]:
+        touch, three = best(r, "touch")["seconds"], best(r, "three")["seconds"]
+        print(
+            f"{r['tables']:>7,} {r['first']['seconds']:>8.1f} {r['first']['seconds'] / r['tables']:>8.2f} "
+            f"{r['touched']:>8,} {touch:>8.1f} {touch / r['touched']:>10.1f} {best(r, 'none')['seconds']:>7.1f} "
+            f"{three:>10.1f} {alone:>10.1f} {three / alone:>6.2f}"
+        )
+    print()
+    print("where a run's time goes (seconds per phase of build_gold, best run):")
+    for r in [floor, *results]:
+        for case, label in (("touch", f"touch {percent:g}%"), ("none", "touch none"), ("three", "touch 3")):
+            phases = ", ".join(f"{k} {v:.1f}" for k, v in best(r, case)["phases"].items())
+            print(f"  {r['tables']:>6,} tables, {label:<11} {phases}")
+    odd = [f"{r['tables']} tables: {line}" for r in [floor, *results] for line in unexpected_builds(r)]
+    print()
+    print("tables built: " + ("; ".join(odd) if odd else "as touched in every run (untouched tables pinned)"))
+    for r in results:
+        first, none = r["first"]["seconds"] / r["tables"], best(r, "none")["seconds"]
+        ratio = best(r, "three")["seconds"] / alone
+        print(
+            f"goals at {r['tables']:,} tables: first build {first:.2f} s/table <= 0.5 ({met(first <= 0.5)}), "
+            f"touch none {none:.1f} s <= 5 ({met(none <= 5)}), touch 3 / 3 alone {ratio:.2f} <= 1.2 ({met(ratio <= 1.2)})"
+        )
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def tables_summary(results: list[dict], floor: dict, percent: float) -> list[dict]:
+    """`make bench`'s lines: per number of tables, the first build per table, a run touching a few, one touching
+    none, and touching 3 among them against touching the same 3 alone."""
+    rows = []
+    alone = best(floor, "three")["seconds"]
+    for r in results:
+        n, first = r["tables"], r["first"]["seconds"]
+        touch, none, three = (best(r, case)["seconds"] for case in ("touch", "none", "three"))
+        rows += [
+            summary_row(
+                "gold_tables", f"{n:,} tables: first build s/table", f"{first:.1f} s", "-", first / n, "<= 0.5"
+            ),
+            summary_row(
+                "gold_tables",
+                f"{n:,} tables: touch {percent:g}% ({r['touched']}) s",
+                f"{touch / r['touched']:.1f} s/table",
+                "-",
+                touch,
+            ),
+            summary_row("gold_tables", f"{n:,} tables: touch none s", "watermark only", "-", none, "<= 5"),
+            summary_row(
+                "gold_tables",
+                f"touch 3 of {n:,} / 3 alone",
+                f"{three:.1f} s",
+                f"{alone:.1f} s",
+                three / alone,
+                "<= 1.2",
+            ),
+        ]
+    return rows
+
+
+def main_tables(args) -> int:
+    counts = sorted({int(s.replace("_", "")) for s in args.tables.split(",") if s.strip()})
+    floor = run_tables(FLOOR_TABLES, args.touched_percent, args.rows, args.runs)
+    if floor is None:
+        return 1
+    results, failed = [], []
+    for count in counts:
+        r = floor if count == FLOOR_TABLES else run_tables(count, args.touched_percent, args.rows, args.runs)
+        (results if r is not None else failed).append(r if r is not None else count)
+    if results:
+        tables_report(results, floor, args.touched_percent)
+        write_summary(args.json, tables_summary(results, floor, args.touched_percent))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

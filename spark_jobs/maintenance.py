@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from spark_jobs.bronze.land import LANDING_BRANCH_PREFIX, adopt_summary_offsets, drop_branch
 from spark_jobs.config import MaintenanceSettings, PipelineConfig
+from spark_jobs.gold.models import plan_model
 from spark_jobs.gold.names import daily_namespace, gold_namespace
 from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
 from spark_jobs.runtime.results import Result
@@ -29,6 +30,7 @@ from spark_jobs.runtime.tables import BRONZE_COMMITS, BRONZE_MESSAGES, SILVER_RU
 
 log = logging.getLogger(__name__)
 
+PUBLISHED_TAG = "ticdc_published"  # a gold table's snapshot of the retention's start (`keep_published`)
 ICEBERG_ORPHAN_SAFETY_HOURS = 24  # below this, a file a running writer has not committed yet may be deleted
 
 
@@ -64,15 +66,20 @@ def layer_tables(layer: str) -> list[str]:
 
 
 def gold_tables(spark, source: str) -> list[str]:
-    """The source's gold, history and daily as-of tables as they exist in its namespaces; views are not tables.
+    """The source's gold, history and daily as-of tables as they exist in its namespaces, and its run plan (each
+    run that plans replaces it, and Iceberg keeps what it replaced until snapshots expire); views are not tables.
     Gold names are plain by construction (`spark_jobs.gold.names`), so `namespace.table` needs no quoting."""
     namespaces = (gold_namespace(source), daily_namespace(source))
+    plan = f"lake_staging.{plan_model(source)}"
     return sorted(
-        f"{namespace}.{t.name}"
-        for namespace in namespaces
-        if spark.catalog.databaseExists(namespace)
-        for t in spark.catalog.listTables(namespace)
-        if not t.isTemporary and t.tableType != "VIEW"
+        [
+            f"{namespace}.{t.name}"
+            for namespace in namespaces
+            if spark.catalog.databaseExists(namespace)
+            for t in spark.catalog.listTables(namespace)
+            if not t.isTemporary and t.tableType != "VIEW"
+        ]
+        + ([plan] if spark.catalog.tableExists(plan) else [])
     )
 
 
@@ -119,18 +126,37 @@ def stale_landing_branches(spark) -> list[str]:
 
 
 def maintain_table(
-    spark, table: str, settings: MaintenanceSettings, keep_since_millis: int | None = None
+    spark, table: str, settings: MaintenanceSettings, keep_since_millis: int | None = None, published: bool = False
 ) -> TableMaintenance:
     """Compact, expire and remove orphans of one table; bronze also loses its stale landing branches.
 
-    `keep_since_millis`: no snapshot committed at or after this time is expired (silver's positions). Bronze is
-    maintained between two landing commits of this process, never across one (`BRONZE_COMMITS`)."""
+    `keep_since_millis`: no snapshot committed at or after this time is expired (silver's positions). `published`:
+    a gold or history table, whose snapshot of the retention's start stays (`keep_published`). Bronze is maintained
+    between two landing commits of this process, never across one (`BRONZE_COMMITS`)."""
     with BRONZE_COMMITS if table == BRONZE_MESSAGES else contextlib.nullcontext():
-        return _maintain_table(spark, table, settings, keep_since_millis)
+        return _maintain_table(spark, table, settings, keep_since_millis, published)
+
+
+def keep_published(spark, table: str, since_millis: int) -> int | None:
+    """Tag (`PUBLISHED_TAG`) the snapshot a gold or history table had at `since_millis`, the start of the retention,
+    so that expiry keeps it; returns its id (None: the table is younger). A publication pins each table to the
+    snapshot it had when the publication was made, and a table no run changed keeps an old snapshot for as long
+    as it stays unchanged: every snapshot a publication within the retention can name is that one or newer."""
+    loaded = iceberg_table(spark, table)
+    at = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil.nullableSnapshotIdAsOfTime(loaded, since_millis)
+    if at is None:  # no snapshot that old
+        return None
+    snapshot = loaded.snapshot(at)
+    manage = loaded.manageSnapshots()
+    if loaded.refs().get(PUBLISHED_TAG) is None:
+        manage.createTag(PUBLISHED_TAG, snapshot.snapshotId()).commit()
+    else:
+        manage.replaceTag(PUBLISHED_TAG, snapshot.snapshotId()).commit()
+    return snapshot.snapshotId()
 
 
 def _maintain_table(
-    spark, table: str, settings: MaintenanceSettings, keep_since_millis: int | None
+    spark, table: str, settings: MaintenanceSettings, keep_since_millis: int | None, published: bool
 ) -> TableMaintenance:
     started = time.monotonic()
     actions = spark.sparkContext._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
@@ -146,6 +172,8 @@ def _maintain_table(
     expire_before = now - settings.snapshot_retention_days * 86_400_000
     if keep_since_millis is not None and keep_since_millis < expire_before:
         expire_before = keep_since_millis
+    if published:
+        keep_published(spark, table, expire_before)
     before = _snapshot_ids(spark, table)
     expired = _expire_snapshots(spark, actions, table, expire_before, settings.retain_last)
     orphans = (
@@ -211,7 +239,11 @@ def maintain_layer(spark, config: PipelineConfig, layer: str) -> list[TableMaint
 def maintain_gold(spark, config: PipelineConfig, source: str) -> list[TableMaintenance]:
     """Maintain every gold (and history) table of one configured source."""
     config.source(source)
-    return [maintain_table(spark, table, config.maintenance) for table in gold_tables(spark, source)]
+    published = f"{gold_namespace(source)}."
+    return [
+        maintain_table(spark, table, config.maintenance, published=table.startswith(published))
+        for table in gold_tables(spark, source)
+    ]
 
 
 def maintain(spark, config: PipelineConfig, source: str | None = None) -> list[TableMaintenance]:

@@ -1,7 +1,7 @@
 {#-
   The checks of a source's gold run, in one query for every table the run built (and every table, when a full
   check is asked for): the generic test `gold_run_checks`, which each source's `gold_<source>__checks` model
-  carries. Per table, where the plan says (gold_plan.sql: `gold_check` / `history_check`):
+  carries. Per table, where the plan says (spark_jobs/gold/plan.py: `gold_check` / `history_check`):
 
   - gold: `_row_key` unique and not null and `_op` insert or update among the rows it checks; and as many of those
     rows as keys silver says are live (the key's newest published change, after the last truncation or snapshot,

@@ -185,7 +185,7 @@
         {{- ', ' if not loop.first -}}
         {%- if column.id in names -%}
             element_at(after, {{ sql_string(names[column.id]) }})
-        {%- elif column.origin_default is not none -%}
+        {%- elif column.get('origin_default') is not none -%}
             {{ sql_string(column.origin_default) }}
         {%- else -%}
             cast(null as string)

@@ -9,7 +9,7 @@
   the version is current. Values are shaped exactly as gold's (gold_changes): renames, drops and retypes apply to
   history as to the current table.
 
-  The `gold_history` materialization follows the plan's history mode (gold_plan.sql): rebuild replaces the table
+  The `gold_history` materialization follows the plan's history mode (spark_jobs/gold/plan.py): rebuild replaces the table
   from silver; incremental, when every change is newer than the recorded state, reads only the new changes and
   in one MERGE closes each changed key's open version at the key's first new change and adds the versions the new
   changes open; when a change came late it recomputes every version of the changed keys (a late change splits the

@@ -1,14 +1,15 @@
 {#-
-  A gold or history table as the source's newest publication tagged it: `from {{ published('gold_shop.shop__orders',
+  A gold or history table as the source's newest publication pinned it: `from {{ published('gold_shop.shop__orders',
   'shop') }}`. Every table read this way within one model is at the same TiDB timestamp, whatever commits while
-  the model runs (spark_jobs/gold/publish.py writes the tags, then the gold.publications row, last).
+  the model runs: the publication row (spark_jobs/gold/publish.py, written last) names each table's snapshot id.
 -#}
 {% macro published(relation, source_name) -%}
     {%- if not execute -%}
         {{ relation }}
     {%- else -%}
         {%- set newest -%}
-            select tag from gold.publications
+            select tag, try_element_at(filter(tables, t -> t.relation = {{ sql_string(relation) }}), 1).snapshot_id as pinned
+            from gold.publications
             where source = {{ sql_string(source_name) }}
             order by finished_at desc, consistent_ts desc
             limit 1
@@ -17,6 +18,10 @@
         {%- if rows | length == 0 -%}
             {{ exceptions.raise_compiler_error("source " ~ source_name ~ " has no gold publication yet") }}
         {%- endif -%}
-        {{ relation }} version as of {{ sql_string(rows[0][0]) }}
+        {%- if rows[0][1] is none -%}
+            {{ exceptions.raise_compiler_error("publication " ~ rows[0][0] ~ " of source " ~ source_name
+                ~ " pins no snapshot of " ~ relation) }}
+        {%- endif -%}
+        {{ relation }} version as of {{ rows[0][1] | int }}
     {%- endif -%}
 {%- endmacro %}

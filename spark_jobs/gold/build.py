@@ -1,15 +1,16 @@
 """Build a source's gold tables with dbt, inside the pipeline's SparkSession, at the cost of what changed.
 
-dbt does the replay: staging and intermediate models turn silver's DDL history into schema versions and
-table identities, the source's plan model (`gold_plan.sql`) says in one query what the run does to each table,
-and one generated model per upstream table and layer (`gold.models`) shapes its rows. This module reads the
-plan, writes the model files, runs dbt on the tables the plan says changed (then the one test that checks them),
-and records the source's state and publication (`gold.publish`):
+dbt does the replay: staging and intermediate views turn silver's DDL history into schema versions and table
+identities; the run's plan (`gold.plan`) says from them, from `gold.tables` and from one bounded read of silver's
+new changes what the run does to each table; one generated model per upstream table and layer (`gold.models`)
+shapes its rows. This module writes the plan and the model files, runs dbt on the tables the plan says changed
+(and the one test that checks them), and records the source's state and publication (`gold.publish`):
 
 - nothing new in silver since the recorded state: nothing runs and nothing is written;
 - only the consistent timestamp moved (watermarks), with no change or DDL behind it: no dbt at all; every table
   is pinned again, as it is, at the newer timestamp;
-- otherwise dbt builds the staging and intermediate models and the plan, then only the changed tables' models.
+- otherwise one dbt invocation builds only the changed tables' models (the views are created only when missing
+  or changed).
 Untouched tables are neither built, tested, counted nor committed to: the publication pins them to the snapshot
 they already have (why that is exact: docs/architecture.md, decision 6).
 """
@@ -81,12 +82,13 @@ def dbt_profile_env(runtime) -> dict[str, str]:
     return env
 
 
-def run_dbt(args: list[str], config, source_name: str, extra_vars: dict | None = None) -> None:
+def run_dbt(args: list[str], config, source_name: str, extra_vars: dict | None = None) -> Any:
     """One dbt command in-process: in the open SparkSession (target `embedded`) or through the Spark Thrift
-    Server (`cluster`); a failure raises DbtError naming the failing models or tests. dbt's compiled files and
-    logs go under `<local_dir>/dbt`, not the checkout. Vars are given only where a command needs them (a rebuild,
-    a full check, the freshness limits): a change of vars makes dbt parse the whole project again, while
-    without them it parses only the files that changed."""
+    Server (`cluster`); returns dbt's result, and a failure raises DbtError naming the failing models or tests.
+    dbt's compiled files and
+    logs go under `<local_dir>/dbt`, not the checkout. Vars are given only where a command needs them (the
+    freshness limits): a change of vars makes dbt parse the whole project again, while without them it parses
+    only the files that changed."""
     from dbt.cli.main import dbtRunner
 
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "False")
@@ -113,6 +115,7 @@ def run_dbt(args: list[str], config, source_name: str, extra_vars: dict | None =
             if getattr(r, "status", None) not in ("success", "pass", None) and hasattr(r, "node")
         ]
         raise DbtError(f"dbt {args[0]} for source {source_name} failed: {'; '.join(failures) or result.exception}")
+    return result.result
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,7 @@ def build_gold(
     apply what is new, so the publication still holds every table of the source at one consistent ts.
     """
     run = _Run(source_name, time.monotonic(), dt.datetime.now(dt.UTC), Phases())
+    pinned: list[TableState] | None = None  # a run with only watermarks: every table as it is, at the newer ts
     with run.phases.timed("state"):
         config.source(source_name)
         unfinished = unfinished_load(spark, source_name)
@@ -216,13 +220,18 @@ def build_gold(
         scope = RebuildScope() if rebuild is True else rebuild or RebuildScope(layers=frozenset())
         request = Request(_asked(scope, "gold"), _asked(scope, "history"), full_check)
         state = read_state(spark, source_name)
+        up_to_date = False
         if state and not request.asked and all(t.ddl_events == position.ddl_events for t in state):
-            if all((t.consistent_ts, t.silver_seq) == (position.consistent_ts, position.silver_seq) for t in state):
-                log.info("source %s: gold is up to date as of TiDB ts %d", source_name, position.consistent_ts)
-                return _result(run, position, state, [], None)
-            if not _changes_since(spark, source_name, state, position):
+            up_to_date = all(
+                (t.consistent_ts, t.silver_seq) == (position.consistent_ts, position.silver_seq) for t in state
+            )
+            if not up_to_date and not _changes_since(spark, source_name, state, position):
                 pinned = [t.advanced(position.consistent_ts, position.silver_seq) for t in state]
-                return _record(spark, config, run, position, pinned, [])
+    if up_to_date:
+        log.info("source %s: gold is up to date as of TiDB ts %d", source_name, position.consistent_ts)
+        return _result(run, position, state, [], None)
+    if pinned is not None:
+        return _record(spark, config, run, position, pinned, [])
 
     with run.phases.timed("plan"):
         views = _views_to_create(spark, config)
@@ -249,19 +258,9 @@ def build_gold(
         if selected or checks:
             command = "build" if checks else "run"
             run_dbt([command, "--select", *selected, *checks, "--no-populate-cache"], config, source_name)
-    for p in planned:
-        if p.needs_snapshot:
-            log.warning(
-                "source %s: %s.%s needs a fresh snapshot: a DDL deleted or changed rows TiCDC does not send "
-                "(partition maintenance, recover, key change or a statement not understood); gold may differ "
-                "until a fresh snapshot of it is loaded",
-                source_name,
-                p.model.database,
-                p.model.table,
-            )
     tables = _state_after(spark, planned, {t.table_uid: t for t in state}, position)
     built = [r for p in planned if p.built for r in (p.model.relation, p.model.history_relation)]
-    return _record(spark, config, run, position, tables, built, planned)
+    return _record(spark, config, run, position, tables, built)
 
 
 @dataclass(frozen=True)
@@ -302,10 +301,13 @@ def _state_after(
                     versions,
                     position.consistent_ts,
                     position.ddl_events,
+                    p.needs_snapshot,
                 )
             )
         else:
-            tables.append(before.advanced(position.consistent_ts, position.silver_seq))
+            tables.append(
+                replace(before.advanced(position.consistent_ts, position.silver_seq), needs_snapshot=p.needs_snapshot)
+            )
     return tables
 
 
@@ -316,7 +318,6 @@ def _record(
     position: SilverPosition,
     tables: list[TableState],
     built: list[str],
-    planned: list[TablePlan] | None = None,
 ) -> GoldResult:
     """Write the source's state and publication (two commits, whatever the number of tables) and the
     publication's file; log the run in a few lines."""
@@ -325,8 +326,7 @@ def _record(
         write_state(spark, run.source, tables)
         tag = publish(spark, run.source, position.consistent_ts, published_tables(tables), run.started_at)
         record_publication(config.local_dir, run.source, position.consistent_ts, tag)
-    needing = sorted(f"{p.model.database}.{p.model.table}" for p in planned or [] if p.needs_snapshot)
-    result = _result(run, position, tables, built, tag, needing)
+    result = _result(run, position, tables, built, tag)
     for relation in built[:TABLES_LOGGED]:
         rows = result.tables.get(relation, result.history.get(relation))
         log.info("  %s: %s rows", relation, rows)
@@ -352,14 +352,23 @@ def _result(
     tables: list[TableState],
     built: list[str],
     tag: str | None,
-    needing: list[str] | None = None,
 ) -> GoldResult:
+    """The run's result; every table that needs a fresh snapshot is warned about on every run, planned or not."""
+    needing = sorted(t.upstream for t in tables if t.needs_snapshot)
+    for upstream in needing:
+        log.warning(
+            "source %s: %s needs a fresh snapshot: a DDL deleted or changed rows TiCDC does not send (partition "
+            "maintenance, recover, key change or a statement not understood); gold may differ until a fresh "
+            "snapshot of it is loaded",
+            run.source,
+            upstream,
+        )
     return GoldResult(
         run.source,
         position.consistent_ts,
         position.consistency,
         {t.gold_relation: t.rows for t in tables},
-        needing or [],
+        needing,
         time.monotonic() - run.started,
         {t.history_relation: t.versions for t in tables},
         tag,

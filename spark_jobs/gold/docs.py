@@ -4,8 +4,8 @@
 types), which at hundreds of gold tables costs more than the run. Here dbt writes the site and the manifest
 without compiling the models or reading the catalog (`--no-compile --empty-catalog`), and the catalog is kept
 from run to run: the relations the run built, those new to the site and the small shared ones (staging,
-intermediate, the plans) are described again from Spark's schemas, every other entry stays as it was, and an
-entry whose model or source is gone leaves.
+intermediate, the plans) are described again from Spark's schemas and their tables' rows from the snapshot
+summary, every other entry stays as it was, and an entry whose model or source is gone leaves.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from spark_jobs.gold.build import run_dbt
+from spark_jobs.gold.publish import live_rows
 from spark_jobs.runtime.files import write_json_atomically
 
 SHARED_SCHEMAS = ("lake_staging", "silver")  # always described again: a few small relations
@@ -32,11 +33,19 @@ def _entry(spark, unique_id: str, relation: str, kind: str) -> dict | None:
         field.name: {"type": field.dataType.simpleString(), "index": index, "name": field.name, "comment": None}
         for index, field in enumerate(spark.table(relation).schema.fields, 1)
     }
-    no_stats = {"id": "has_stats", "label": "Has Stats?", "value": False, "include": False, "description": ""}
+    stats = {
+        "has_stats": {"id": "has_stats", "label": "Has Stats?", "value": False, "include": False, "description": ""}
+    }
+    if kind == "table":  # an Iceberg table: its live rows from its snapshot's summary, no Spark job
+        stats["has_stats"]["value"] = True
+        stats["rows"] = {
+            "id": "rows", "label": "Rows", "value": live_rows(spark, relation)[1], "include": True,
+            "description": "Live rows in the current snapshot (records less deleted rows)",
+        }  # fmt: skip
     return {
         "metadata": {"type": kind, "schema": schema, "name": name, "database": None, "comment": None, "owner": None},
         "columns": columns,
-        "stats": {"has_stats": no_stats},
+        "stats": stats,
         "unique_id": unique_id,
     }
 

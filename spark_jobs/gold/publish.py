@@ -63,6 +63,7 @@ class TableState:
     versions: int
     changed_ts: int  # the consistent ts of the run that last changed them
     ddl_events: int  # the source's published DDL events when recorded: one arriving late shows as a new count
+    needs_snapshot: bool = False  # a published DDL changed rows TiCDC does not send, after the last snapshot
 
     @property
     def upstream(self) -> str:

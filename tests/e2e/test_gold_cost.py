@@ -118,6 +118,19 @@ def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config)
 
     again = build_gold(spark, config, SOURCE)  # nothing new at all: nothing is written
     assert again.built == [] and again.consistent_ts == tso(400) and publications(spark) == published + 1
+    assert again.needing_snapshot == []
+
+    # a DDL that changed rows TiCDC does not send: every later run names the table, whether it plans or not
+    partitioned = TABLES[5]
+    sql = f"ALTER TABLE `{partitioned.database}`.`{partitioned.name}` TRUNCATE PARTITION p0"
+    truncated = Ddl(
+        tso(500), "many", "t5", sql, "truncate_partition", table_after=partitioned, table_before=partitioned
+    )
+    fourth = carry(spark, broker, config, [truncated, Watermark(tso(600))])
+    assert fourth.needing_snapshot == ["many.t5"]
+    fifth = carry(spark, broker, config, [Watermark(tso(700))])
+    assert fifth.built == [] and fifth.needing_snapshot == ["many.t5"]
+    assert build_gold(spark, config, SOURCE).needing_snapshot == ["many.t5"]
 
     untouched = f"{namespace}.{names.gold_table(TABLES[0].database, TABLES[0].name)}"
     spark.sql(f"INSERT INTO {untouched} SELECT * FROM {untouched} WHERE id = 0")  # a duplicate no run wrote

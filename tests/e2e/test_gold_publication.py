@@ -13,8 +13,9 @@ import pytest
 from spark_jobs.bronze.land import land_bronze
 from spark_jobs.canonical.values import canonical_type
 from spark_jobs.cli import main
+from spark_jobs.errors import DbtError
 from spark_jobs.gold import names
-from spark_jobs.gold.build import build_gold
+from spark_jobs.gold.build import build_gold, run_dbt
 from spark_jobs.gold.history import as_of
 from spark_jobs.gold.publish import latest_publication, read_published, tag_name
 from spark_jobs.runtime.iceberg import main_snapshot
@@ -137,6 +138,21 @@ def test_readers_of_the_newest_publication_see_every_table_at_one_timestamp(
                 assert got == want, f"pub.{table.name} as of {moment}"
     with pytest.raises(ValueError, match="later than source published's consistent ts"):
         as_of(spark, SOURCE, "pub", "orders", tso(1000 * RUNS + 501))
+
+    # a dbt model reads the publication's snapshot with the `published` macro, whatever committed since
+    orders = relations[ORDERS]
+    spark.sql(f"INSERT INTO {orders} SELECT * FROM {orders} WHERE id = 0")  # a commit no publication names
+    shown = run_dbt(
+        ["show", "--inline", f"select count(*) as n from {{{{ published('{orders}', '{SOURCE}') }}}}"], config, SOURCE
+    )
+    assert [tuple(r) for r in shown.results[0].agate_table.rows] == [(RUNS,)]
+    assert spark.table(orders).count() == RUNS + 1
+    with pytest.raises(DbtError, match=r"pins no snapshot of gold_published\.none"):
+        run_dbt(
+            ["show", "--inline", f"select 1 from {{{{ published('gold_published.none', '{SOURCE}') }}}}"],
+            config,
+            SOURCE,
+        )
 
     path = str(config_file(config, tmp_path / "pipeline.yaml"))
     capsys.readouterr()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from spark_jobs.bronze.land import committed_offsets, land_bronze
 from spark_jobs.config import MaintenanceSettings
 from spark_jobs.errors import ConcurrentLandingError, DbtError
 from spark_jobs.gold.build import build_gold, run_dbt
-from spark_jobs.maintenance import gold_tables, maintain, stale_landing_branches
+from spark_jobs.maintenance import gold_tables, keep_published, maintain, stale_landing_branches
 from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
 from spark_jobs.runtime.tables import BRONZE_MESSAGES, TABLES
 from spark_jobs.silver.build import build_silver
@@ -240,3 +241,29 @@ def test_a_stale_landing_branch_of_a_killed_run_is_dropped(spark, broker, source
 
     assert land_bronze(spark, config, "mk").records == 5
     assert bronze_records(spark, "mk") == expected_records(produced)
+
+
+def test_a_gold_table_keeps_the_snapshot_a_publication_within_the_retention_can_name(spark):
+    """A publication pins a table no run changed to the snapshot it already had, however old: maintenance tags the
+    snapshot each gold table had at the retention's start, so expiry keeps it (and everything newer is kept by the
+    retention), and every publication within the retention stays readable."""
+    snapshots: dict[str, tuple[int, int]] = {}
+    for table in ("lake_staging.kept_probe", "lake_staging.unkept_probe"):
+        spark.sql(f"CREATE OR REPLACE TABLE {table} (n INT) USING iceberg")
+        before_any = int(time.time() * 1000) - 1
+        spark.sql(f"INSERT INTO {table} VALUES (1)")
+        snapshots[table] = (main_snapshot(spark, table), int(time.time() * 1000))
+        time.sleep(0.05)
+        spark.sql(f"INSERT INTO {table} VALUES (2)")
+        spark.sql(f"INSERT INTO {table} VALUES (3)")
+    kept, kept_at = snapshots["lake_staging.kept_probe"]
+    assert keep_published(spark, "lake_staging.kept_probe", before_any - 60_000) is None  # younger than that
+    assert keep_published(spark, "lake_staging.kept_probe", kept_at) == kept
+    for table in snapshots:
+        iceberg_table(spark, table).expireSnapshots().expireOlderThan(int(time.time() * 1000) + 1).retainLast(
+            1
+        ).commit()
+    assert [r[0] for r in spark.read.option("snapshot-id", kept).table("lake_staging.kept_probe").collect()] == [1]
+    unkept = snapshots["lake_staging.unkept_probe"][0]
+    remaining = {r[0] for r in spark.sql("SELECT snapshot_id FROM lake_staging.unkept_probe.snapshots").collect()}
+    assert unkept not in remaining  # without the tag, expiry removes it
