@@ -18,6 +18,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_jobs.canonical.events import split_key_change
 from spark_jobs.codecs import DecodeError, Headers, SchemaNotYetKnown, make_decoder
 from spark_jobs.errors import TransientFault
 
@@ -186,7 +187,8 @@ def _decode_one(decoder, protocol: str, message: Message, out: DecodedColumns, l
     at the Kafka record's timestamp (milliseconds, with the offset as the logical part): flagged
     commit_ts_inferred, it orders after the changes before it on its partition. An insert or update that
     holds only the handle key (large-message handle-key-only without claim-check) would write NULLs over
-    real values in gold: its message goes to quarantine instead.
+    real values in gold: its message goes to quarantine instead. An update that changed its row's key
+    becomes the delete of the old key and the insert of the new (`split_key_change`).
     """
     topic, partition, offset, kafka_ms, key, value, headers = message
     try:
@@ -205,7 +207,7 @@ def _decode_one(decoder, protocol: str, message: Message, out: DecodedColumns, l
         out.problem(topic, partition, offset, "quarantine", HANDLE_KEY_ONLY_REASON)
         return None
     columns = out.columns
-    for index, e in enumerate(events):
+    for index, e in enumerate(e for event in events for e in split_key_change(event)):
         commit_ts, flags, is_row = e.commit_ts, e.flags, e.kind == "row"
         if commit_ts is None and is_row:
             commit_ts = _inferred_commit_ts(last_ts.get((topic, partition)), kafka_ms, offset)
