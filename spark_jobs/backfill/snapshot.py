@@ -20,12 +20,13 @@ import re
 import threading
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from spark_jobs.backfill import dumpling
 from spark_jobs.config import PipelineConfig
 from spark_jobs.errors import ConfigError, SnapshotRefused
 from spark_jobs.runtime.results import Result
-from spark_jobs.runtime.tables import ensure_tables
+from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, ensure_tables
 from spark_jobs.silver import snapshot_loads
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,14 @@ class SnapshotResult(Result):
     seconds: float
     already_loaded: bool = False
     rebuild_gold: bool = False  # a forced load behind what gold published: its gold and history are rebuilt
+    same_as: str | None = None  # an export already loaded from another location with the same TSO and rows
 
     def line(self) -> str:
+        if self.already_loaded and self.same_as not in (None, self.location):
+            return (
+                f"{self.source}: the export at {self.location} (TSO {self.snapshot_ts}) holds the same rows as the "
+                f"one loaded from {self.same_as}; nothing to do"
+            )
         if self.already_loaded:
             return f"{self.source}: the export at {self.location} (TSO {self.snapshot_ts}) was loaded before; nothing to do"
         rows = sum(self.tables.values())
@@ -82,12 +89,11 @@ def load_snapshot(
     if earlier is not None and earlier["finished_at"] is not None:
         return SnapshotResult(source.name, location, export.snapshot_ts, {}, 0, 0.0, already_loaded=True)
     published = _published_ts(spark, source.name)
-    if published is not None and published > export.snapshot_ts and not force:
-        raise SnapshotRefused(
-            f"source {source.name}: gold is published up to TiDB ts {published}, past the export's TSO "
-            f"{export.snapshot_ts}: loading it would rewrite what gold has shown; run with --force to load it "
-            "anyway (the source's gold and history are then rebuilt from silver)"
-        )
+    behind = published is not None and published > export.snapshot_ts and not force
+    same_ts = [r for r in snapshot_loads.finished_loads(spark, source.name, export.snapshot_ts)
+               if {f"{d}.{t}" for d, t in chosen} <= set(r["tables"])]  # fmt: skip
+    if behind and not same_ts:
+        raise _behind(source.name, published, export.snapshot_ts)
     statements = [
         {
             "database": database,
@@ -110,6 +116,16 @@ def load_snapshot(
     )
     # every file is read before anything is written: an export that does not read changes nothing
     parsed, counts = _parse_rows(spark, location, export.snapshot_ts, files, schemas, csv, progress)
+    if same_ts and _holds_the_same_rows(spark, source.name, export.snapshot_ts, parsed, chosen):
+        if parsed is not None:
+            parsed.unpersist()
+        result = SnapshotResult(
+            source.name, location, export.snapshot_ts, {}, 0, 0.0, already_loaded=True, same_as=same_ts[0]["location"]
+        )
+        log.info("%s", result.line())
+        return result
+    if behind:
+        raise _behind(source.name, cast(int, published), export.snapshot_ts)
     seq = next_silver_seq(spark, source.name)
     snapshot_loads.record_start(spark, source.name, location, export.snapshot_ts, chosen, seq, force)
     log.info("source %s: writing the snapshot into silver", source.name)
@@ -141,6 +157,36 @@ def load_snapshot(
         log.info("source %s: snapshot of %s: %d rows", source.name, table, rows)
     log.info("%s", result.line())
     return result
+
+
+def _behind(source: str, published: int, snapshot_ts: int) -> SnapshotRefused:
+    return SnapshotRefused(
+        f"source {source}: gold is published up to TiDB ts {published}, past the export's TSO "
+        f"{snapshot_ts}: loading it would rewrite what gold has shown; run with --force to load it "
+        "anyway (the source's gold and history are then rebuilt from silver)"
+    )
+
+
+def _holds_the_same_rows(spark, source: str, snapshot_ts: int, parsed, chosen) -> bool:
+    """Whether the export's rows are, as a multiset, the rows an earlier load at the same TSO wrote into silver
+    for these tables (count and an order-independent hash of every row: any compression or file split of the
+    same export is the same)."""
+    from pyspark.sql import functions as F
+
+    def fingerprint(rows):
+        row_hash = F.xxhash64("database", "table", "row_key", F.to_json(F.array_sort(F.map_entries("after"))))
+        return tuple(rows.agg(F.count("*"), F.sum(row_hash.cast("decimal(38,0)"))).collect()[0])
+
+    wanted = [f"{d}.{t}" for d, t in sorted(chosen)]
+    loaded = spark.table(SILVER_ROW_CHANGES).where(
+        (F.col("source") == source)
+        & (F.col("commit_ts") == snapshot_ts)
+        & F.array_contains("flags", "snapshot")
+        & F.concat_ws(".", "database", "table").isin(wanted)
+    )
+    if parsed is None:
+        return loaded.limit(1).count() == 0
+    return fingerprint(parsed) == fingerprint(loaded)
 
 
 def _read_schemas(source: str, snapshot_ts: int, statements: list[dict]) -> dict[tuple[str, str], dict]:

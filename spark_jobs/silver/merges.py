@@ -363,7 +363,10 @@ def _derived_events(
         elif what == "snapshot":
             out.extend(_snapshot_schema(source, r, commit_ts, known, where))
         elif r["kind"] == "bootstrap":
-            out.extend(_inferred_from_bootstrap(source, r, commit_ts, known, where))
+            # TiCDC repeats a table's bootstrap on every partition every 120 s: one row per table and version
+            if ("bootstrap", r["database"], r["table"], commit_ts) not in seen:
+                seen.add(("bootstrap", r["database"], r["table"], commit_ts))
+                out.extend(_inferred_from_bootstrap(source, r, commit_ts, known, where))
         elif (commit_ts, r["ddl_sql"]) not in seen:
             seen.add((commit_ts, r["ddl_sql"]))
             out.extend(_interpreted(source, r, commit_ts, known, where, (commit_ts, r["ddl_sql"]) not in announced))

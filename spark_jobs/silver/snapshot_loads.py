@@ -31,6 +31,15 @@ def load_record(spark, source: str, location: str, snapshot_ts: int):
     return rows[0] if rows else None
 
 
+def finished_loads(spark, source: str, snapshot_ts: int) -> list:
+    """The finished loads of an export at this TSO, from any location (the same export moved or recompressed)."""
+    return spark.sql(
+        f"""SELECT location, tables FROM {SILVER_SNAPSHOT_LOADS}
+            WHERE source = :source AND snapshot_ts = :ts AND finished_at IS NOT NULL ORDER BY started_at""",
+        args={"source": source, "ts": snapshot_ts},
+    ).collect()
+
+
 def record_start(spark, source, location, snapshot_ts, tables, seq, force) -> None:
     """The load has started (a load found started and not finished keeps gold from publishing)."""
     spark.sql(

@@ -121,11 +121,21 @@ def test_a_dumpling_export_then_the_changefeed_give_the_upstream_database(spark,
         spark, SOURCE, workload, result.consistent_ts, [m for m in moments if tso <= m <= result.consistent_ts]
     )
 
-    copy = write_export(tmp_path / "late-export", tso, tables, rows, formats)
+    # the same export again, elsewhere and in other compressions: the same TSO and rows, nothing to do
+    recompressed = {name: ("sql", "zstd") if fmt == "csv" else ("csv", "gzip") for name, (fmt, _) in formats.items()}
+    copy = write_export(tmp_path / "late-export", tso, tables, rows, recompressed)
+    before = silver_rows(spark)
+    same = load_snapshot(spark, config, SOURCE, str(copy))
+    assert same.already_loaded and same.same_as == str(export) and silver_rows(spark) == before
+    assert "holds the same rows as the one loaded from" in same.line()
+    # an export at that TSO whose rows differ (one row missing) would rewrite what gold showed: refused
+    name = next(n for n in sorted(rows) if rows[n])
+    missing = {**rows, name: dict(list(rows[name].items())[1:])}
+    differing = write_export(tmp_path / "differing-export", tso, tables, missing, formats)
     with pytest.raises(
         SnapshotRefused, match=rf"gold is published up to TiDB ts {result.consistent_ts}, past the export's TSO {tso}"
     ):
-        load_snapshot(spark, config, SOURCE, str(copy))
+        load_snapshot(spark, config, SOURCE, str(differing))
     loads = spark.table(SILVER_SNAPSHOT_LOADS).where(f"source = '{SOURCE}'").collect()
     assert [(r["location"], r["rows"], r["finished_at"] is not None) for r in loads] == [
         (str(export), sum(len(r) for r in rows.values()), True)
