@@ -67,6 +67,23 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Seconds per test file (setup, call and teardown), for the table in docs/test-times.md."""
+    _FILE_SECONDS[report.nodeid.split("::")[0]] = _FILE_SECONDS.get(report.nodeid.split("::")[0], 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The test files by the seconds they took, slowest first: what each file costs the suite."""
+    if not _FILE_SECONDS:
+        return
+    terminalreporter.section("seconds per test file")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{seconds:8.1f}s {path}")
+
+
 def pytest_sessionstart(session):
     for old in TEST_ROOT.glob("run-*") if TEST_ROOT.exists() else []:
         pid = old.name.removeprefix("run-")

@@ -24,6 +24,9 @@ from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from ticdc_devkit.simulator.workload import Workload
 
 RUN_TIMEOUT_SECONDS = 900.0
+# Kills per loop. Each costs a JVM start and the work up to its moment, so the moments are spread evenly over
+# the phase's window (`moments`) instead of drawn at random: six of them reach every part of it.
+KILLS = int(os.environ.get("TICDC_KILL_LOOP_ITERATIONS", "6"))
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,6 +56,14 @@ def slices(workload: Workload, count: int, rng: random.Random, topic: str) -> li
         )
         for start, end in itertools.pairwise(cuts)
     ]
+
+
+def moments(rng: random.Random, count: int, window: float) -> list[float]:
+    """`count` kill delays within `window` seconds, one at a random point of each of `count` equal parts of it,
+    in a random order: a short loop still kills early, midway and late in the phase."""
+    delays = [window * (i + rng.random()) / count for i in range(count)]
+    rng.shuffle(delays)
+    return delays
 
 
 def stderr_shows(output: Path, text: str) -> Callable[[], bool]:

@@ -13,7 +13,6 @@ tests.e2e.test_gold_kill CONFIG`), the only one that may open that metastore the
 
 from __future__ import annotations
 
-import os
 import random
 import sys
 from collections.abc import Callable
@@ -23,7 +22,7 @@ import pytest
 
 from spark_jobs.config import load_config
 from spark_jobs.runtime.spark_session import get_spark
-from tests.e2e.kill import check_in_own_process, own_runtime, run, slices
+from tests.e2e.kill import KILLS, check_in_own_process, moments, own_runtime, run, slices
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from ticdc_devkit.broker import produce
 from ticdc_devkit.simulator.workload import Workload, random_workload
@@ -31,7 +30,6 @@ from ticdc_devkit.simulator.workload import Workload, random_workload
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 SOURCE, SEED = "killed", 20261124
-KILLS = int(os.environ.get("TICDC_KILL_LOOP_ITERATIONS", "10"))
 SLICES = 3  # runs that bring new changes; the other kills interrupt rebuilds
 WINDOW_SECONDS = 30.0  # about how long a gold build of this workload takes here
 
@@ -56,11 +54,10 @@ def test_gold_killed_at_random_moments_then_rerun_equals_upstream(broker, source
     batches = slices(workload, SLICES, rng, SOURCE)
     on_source = ["--source", SOURCE, "--config", str(config)]
     outcomes = []
-    for i in range(KILLS):
+    for i, delay in enumerate(moments(rng, KILLS, WINDOW_SECONDS)):
         if i < SLICES:
             produce(broker.bootstrap, batches[i])
         command = ["run"] if i < SLICES else ["rebuild", ("gold", "history")[i % 2]]
-        delay = rng.uniform(0, WINDOW_SECONDS)
         outcomes.append(run([*command, *on_source], tmp_path / f"run-{i}.log", gold_began(config), delay))
     assert outcomes.count("killed") >= KILLS // 2, f"too few gold builds were killed to mean anything: {outcomes}"
     assert run(["run", *on_source], tmp_path / "rerun.log") == "finished"
@@ -72,8 +69,8 @@ def check_gold(config_path: str) -> None:
     spark = get_spark(load_config(config_path))
     workload = kill_workload()
     assert_gold_is_upstream(spark, SOURCE, workload, workload.consistent_ts)
-    moments = sorted({e.commit_ts for e in workload.events if hasattr(e, "commit_ts")})
-    assert_history_is_upstream(spark, SOURCE, workload, workload.consistent_ts, moments)
+    stamps = sorted({e.commit_ts for e in workload.events if hasattr(e, "commit_ts")})
+    assert_history_is_upstream(spark, SOURCE, workload, workload.consistent_ts, stamps)
     spark.stop()
 
 

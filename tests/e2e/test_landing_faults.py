@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
 import subprocess
 import sys
@@ -15,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.kill import own_runtime, run, stderr_shows
+from tests.e2e.kill import KILLS, moments, own_runtime, run, stderr_shows
 from ticdc_devkit.broker import produce
 from ticdc_devkit.simulator.model import Message
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
-ITERATIONS = int(os.environ.get("TICDC_KILL_LOOP_ITERATIONS", "20"))
 TOPIC, PARTITIONS = "kill_loop", 3
 LANDING_WINDOW_SECONDS = 15.0  # about how long a capped landing run takes in .ci/run once its Spark session is ready
 BIN = Path(sys.executable).parent
@@ -50,7 +48,7 @@ def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, source_c
     broker.create_topics([TOPIC], partitions=PARTITIONS)
     produced: list[Message] = []
     outcomes = []
-    for i in range(ITERATIONS):
+    for i, delay in enumerate(moments(rng, KILLS, LANDING_WINDOW_SECONDS)):
         batch = [
             Message(
                 TOPIC,
@@ -62,9 +60,9 @@ def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, source_c
         ]
         produce(broker.bootstrap, batch)
         produced += batch
-        outcomes.append(land(config, tmp_path / f"land-{i}.log", kill_after=rng.uniform(0.0, LANDING_WINDOW_SECONDS)))
+        outcomes.append(land(config, tmp_path / f"land-{i}.log", kill_after=delay))
     assert land(drain, tmp_path / "drain.log", kill_after=None) == "finished"
-    assert outcomes.count("killed") >= ITERATIONS // 3, f"too few runs were killed to mean anything: {outcomes}"
+    assert outcomes.count("killed") >= KILLS // 3, f"too few runs were killed to mean anything: {outcomes}"
 
     dump = subprocess.run(
         [str(BIN / "python"), "-m", "tests.e2e.dump_bronze", str(config), "kl"],

@@ -13,7 +13,6 @@ while it compacts, expires to one snapshot and removes orphans of every table. T
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 import sys
 
@@ -24,7 +23,7 @@ from spark_jobs.maintenance import stale_landing_branches
 from spark_jobs.runtime.spark_session import get_spark
 from spark_jobs.runtime.tables import BRONZE_MESSAGES
 from spark_jobs.silver.build import rebuild_silver
-from tests.e2e.kill import check_in_own_process, own_runtime, run, slices, stderr_shows
+from tests.e2e.kill import KILLS, check_in_own_process, moments, own_runtime, run, slices, stderr_shows
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from tests.e2e.test_rebuild import silver_of_source
 from ticdc_devkit.broker import produce
@@ -33,7 +32,6 @@ from ticdc_devkit.simulator.workload import Workload, random_workload
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 SOURCE, SEED = "killed_silver", 20261125
-KILLS = int(os.environ.get("TICDC_KILL_LOOP_ITERATIONS", "10"))
 SLICES = 3  # runs that bring new changes; the other silver kills interrupt rebuilds
 SILVER_WINDOW_SECONDS = 20.0  # about how long a silver run (or a rebuild, after its session is ready) takes here
 MAINTENANCE_WINDOW_SECONDS = 30.0  # about how long maintenance of every table takes here
@@ -57,6 +55,8 @@ def test_silver_and_maintenance_killed_at_random_moments_then_rerun_equal_a_clea
     batches = slices(kill_workload(), SLICES, rng, SOURCE)
     on_source = ["--source", SOURCE, "--config", str(config_path)]
     silver_outcomes, maintenance_outcomes = [], []
+    silver_moments = moments(rng, KILLS, SILVER_WINDOW_SECONDS)
+    maintenance_moments = moments(rng, KILLS, MAINTENANCE_WINDOW_SECONDS)
     for i in range(KILLS):
         log = tmp_path / f"silver-{i}.log"
         if i < SLICES:
@@ -64,12 +64,10 @@ def test_silver_and_maintenance_killed_at_random_moments_then_rerun_equal_a_clea
             command, began = ["run"], stderr_shows(log, f"source {SOURCE}: landed")
         else:
             command, began = ["rebuild", "silver"], stderr_shows(log, "spark session ready")
-        silver_outcomes.append(run([*command, *on_source], log, began, rng.uniform(0, SILVER_WINDOW_SECONDS)))
+        silver_outcomes.append(run([*command, *on_source], log, began, silver_moments[i]))
         log = tmp_path / f"maintain-{i}.log"
         began = stderr_shows(log, "spark session ready")
-        maintenance_outcomes.append(
-            run(["maintain", *on_source], log, began, rng.uniform(0, MAINTENANCE_WINDOW_SECONDS))
-        )
+        maintenance_outcomes.append(run(["maintain", *on_source], log, began, maintenance_moments[i]))
     for outcomes in (silver_outcomes, maintenance_outcomes):
         assert outcomes.count("killed") >= KILLS // 2, f"too few runs were killed to mean anything: {outcomes}"
     assert run(["run", *on_source], tmp_path / "rerun.log") == "finished"
@@ -89,8 +87,8 @@ def check(config_path: str, produced: str) -> None:
     assert stale_landing_branches(spark) == [], "a landing branch was left behind"
     workload = kill_workload()
     assert_gold_is_upstream(spark, SOURCE, workload, workload.consistent_ts)
-    moments = sorted({e.commit_ts for e in workload.events if hasattr(e, "commit_ts")})
-    assert_history_is_upstream(spark, SOURCE, workload, workload.consistent_ts, moments)
+    stamps = sorted({e.commit_ts for e in workload.events if hasattr(e, "commit_ts")})
+    assert_history_is_upstream(spark, SOURCE, workload, workload.consistent_ts, stamps)
     after_kills = silver_of_source(spark, SOURCE)
     assert after_kills["silver.row_changes"], "silver is empty"
     rebuild_silver(spark, config, SOURCE)

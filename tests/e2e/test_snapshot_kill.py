@@ -6,7 +6,6 @@ equal the upstream database.
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pytest
 from spark_jobs.config import load_config
 from spark_jobs.runtime.spark_session import get_spark
 from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, SILVER_SNAPSHOT_LOADS
-from tests.e2e.kill import BIN, check_in_own_process, own_runtime, run, stderr_shows
+from tests.e2e.kill import BIN, KILLS, check_in_own_process, moments, own_runtime, run, stderr_shows
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from tests.e2e.test_snapshot_load import cut
 from ticdc_devkit.broker import produce
@@ -29,7 +28,6 @@ from ticdc_devkit.simulator.workload import random_workload
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 SOURCE, SEED = "killed_snapshot", 20261126
-KILLS = int(os.environ.get("TICDC_KILL_LOOP_ITERATIONS", "10"))
 LOAD_WINDOW_SECONDS = 8.0  # shorter than a load takes here once its session is ready: most runs die mid-load
 WRITE_WINDOW_SECONDS = 3.0  # shorter than writing silver takes here
 
@@ -54,15 +52,17 @@ def test_a_snapshot_load_killed_at_random_moments_then_rerun_loads_it_once(
     on_source = ["--source", SOURCE, "--config", str(config_path)]
     load = ["backfill", "snapshot", *on_source, "--from", str(export)]
     outcomes = []
+    write_moments = iter(moments(rng, KILLS, WRITE_WINDOW_SECONDS))
+    load_moments = iter(moments(rng, KILLS, LOAD_WINDOW_SECONDS))
     for i in range(KILLS):
         log = tmp_path / f"load-{i}.log"
         # even kills come once the load has recorded its start (while it writes silver), odd ones anywhere
         # from its start (listing and reading the export, before anything is written)
         if i % 2 == 0:
-            began, window = stderr_shows(log, "writing the snapshot into silver"), WRITE_WINDOW_SECONDS
+            began = stderr_shows(log, "writing the snapshot into silver")
         else:
-            began, window = stderr_shows(log, "spark session ready"), LOAD_WINDOW_SECONDS
-        outcomes.append(run(load, log, began, rng.uniform(0, window)))
+            began = stderr_shows(log, "spark session ready")
+        outcomes.append(run(load, log, began, next(write_moments if i % 2 == 0 else load_moments)))
         if outcomes[-1] == "finished":
             break  # loaded: every later load would find it done
         if i % 4 == 0:
@@ -106,8 +106,8 @@ def check(config_path: str, export: str, exported: str) -> None:
     workload = kill_workload()
     tso, _ = cut(workload)
     assert_gold_is_upstream(spark, SOURCE, workload, workload.consistent_ts)
-    moments = sorted({e.commit_ts for e in workload.events if isinstance(e, RowChange) and e.commit_ts >= tso})
-    assert_history_is_upstream(spark, SOURCE, workload, workload.consistent_ts, [tso, *moments])
+    stamps = sorted({e.commit_ts for e in workload.events if isinstance(e, RowChange) and e.commit_ts >= tso})
+    assert_history_is_upstream(spark, SOURCE, workload, workload.consistent_ts, [tso, *stamps])
     spark.stop()
 
 

@@ -234,7 +234,7 @@ def _dockerfile_problems(dockerfile: str) -> list[str]:
     required = {
         r"^FROM\s+python:3\.11\b": "FROM python:3.11 (the project's Python)",
         r"openjdk-17-jre": "Java 17 (openjdk-17-jre-headless) for Spark",
-        r"uv pip install --system[^\n]*-r requirements\.lock": "the locked dependencies (uv pip install -r requirements.lock)",
+        r"uv pip install --system -c requirements\.lock -r pyproject\.toml --extra airflow\b": "the product's dependencies at the lock's versions (uv pip install -c requirements.lock -r pyproject.toml --extra airflow)",
         r"uv pip install --system --no-deps -e \.(\s|$)": "the package installed from the image's checkout (uv pip install --no-deps -e .)",
         r"COPY dbt_project \./dbt_project": "the dbt project beside the package (spark_jobs.config.PROJECT_ROOT)",
         r"SPARK_HOME=\S*site-packages/pyspark": "SPARK_HOME set to pyspark's directory",

@@ -1,0 +1,77 @@
+"""`pip install .` gives the product alone: the wheel holds `spark_jobs` and its data files, not the development
+kit (devkit/), the tests or the benchmarks, and installed into a new venv with nothing else, `ticdc-lake` runs
+(`--help`, `config`) while the kit and its dependencies are absent.
+
+The venv is filled from uv's cache (`make venv` filled it from requirements.lock), offline and hard-linked: a
+few seconds, not a download."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+UV = Path(sys.executable).with_name("uv")
+
+
+def run(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def checked(*args, cwd: Path | None = None) -> str:
+    done = run(*args, cwd=cwd)
+    assert done.returncode == 0, f"{' '.join(map(str, args))}: {done.stderr[-2000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple[Path, Path]:
+    """(the wheel, the venv it was installed into with its dependencies and nothing more)."""
+    work = tmp_path_factory.mktemp("package")
+    checked(UV, "build", "--wheel", "--quiet", "--out-dir", work / "dist", ROOT)
+    wheel = next((work / "dist").glob("ticdc_lakehouse-*.whl"))
+    checked(UV, "venv", "--quiet", "--python", sys.executable, work / "venv")
+    python = work / "venv" / "bin" / "python"
+    lock = ROOT / "requirements.lock"
+    checked(
+        UV, "pip", "install", "--quiet", "--offline", "--link-mode", "hardlink", "--python", python, "-c", lock, wheel
+    )
+    return wheel, work / "venv"
+
+
+def test_the_wheel_holds_the_product_and_not_the_kit(installed):
+    wheel, _ = installed
+    names = zipfile.ZipFile(wheel).namelist()
+    packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert packages == {"spark_jobs"}
+    assert "spark_jobs/cli.py" in names and "spark_jobs/steps/__init__.py" in names
+    assert any(n.startswith("spark_jobs/codecs/") and n.endswith(".avsc") for n in names)
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    required = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    assert not [r for r in required if r.split()[0].lower() in {"moto", "flask", "pytest", "playwright"}], required
+
+
+def test_the_installed_product_runs_without_the_kit(installed, tmp_path):
+    _, venv = installed
+    absent = checked(
+        venv / "bin" / "python",
+        "-c",
+        "import importlib.util as u; print([m for m in ('ticdc_devkit', 'moto', 'flask', 'pytest') if u.find_spec(m)])",
+        cwd=tmp_path,
+    )
+    assert absent.strip() == "[]"
+    lake = venv / "bin" / "ticdc-lake"
+    assert "{decode,config,land,silver,gold," in checked(lake, "--help", cwd=tmp_path)
+
+    shown = checked(lake, "config", "--config", ROOT / "config" / "pipeline.yaml", cwd=tmp_path)
+    assert shown.startswith(f"{ROOT / 'config' / 'pipeline.yaml'}: valid; mode embedded, local directory ")
+    assert "source shop: canal-json from shop_cdc" in shown
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sources: [{name: x}]\n")
+    refused = run(lake, "config", "--config", bad, cwd=tmp_path)
+    assert refused.returncode == 2 and f"{bad}: sources[0]: missing required key 'protocol'" in refused.stderr
