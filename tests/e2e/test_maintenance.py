@@ -248,6 +248,7 @@ def test_a_gold_table_keeps_the_snapshot_a_publication_within_the_retention_can_
     snapshot each gold table had at the retention's start, so expiry keeps it (and everything newer is kept by the
     retention), and every publication within the retention stays readable."""
     snapshots: dict[str, tuple[int, int]] = {}
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS lake_staging")  # a run of this test alone has built no gold yet
     for table in ("lake_staging.kept_probe", "lake_staging.unkept_probe"):
         spark.sql(f"CREATE OR REPLACE TABLE {table} (n INT) USING iceberg")
         before_any = int(time.time() * 1000) - 1
