@@ -93,7 +93,7 @@ def load_snapshot(
     same_ts = [r for r in snapshot_loads.finished_loads(spark, source.name, export.snapshot_ts)
                if {f"{d}.{t}" for d, t in chosen} <= set(r["tables"])]  # fmt: skip
     if behind and not same_ts:
-        raise _behind(source.name, published, export.snapshot_ts)
+        raise _behind(source.name, cast(int, published), export.snapshot_ts)
     statements = [
         {
             "database": database,
