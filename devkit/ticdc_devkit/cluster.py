@@ -74,6 +74,34 @@ def _port_open(port: int) -> bool:
         return False
 
 
+def kill_strays(directory: Path) -> list[int]:
+    """SIGKILL every process whose command line names `directory` once the services are down: a task process the
+    scheduler started in a session of its own (a task's `spark-submit`) outlives its parent's process group."""
+    marker, stray, ours = str(directory).encode(), [], _ancestry()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in ours:
+            continue
+        try:
+            if marker in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+                stray.append(int(entry.name))
+        except OSError:
+            continue  # ended meanwhile, or not ours to read
+    return stray
+
+
+def _ancestry() -> set[int]:
+    """This process and its ancestors (a shell that ran `ticdc-kit cluster down --dir ...` names the directory)."""
+    pids, pid = set(), os.getpid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            pid = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (FileNotFoundError, IndexError, ValueError):
+            break
+    return pids
+
+
 def _alive(pid: int) -> bool:
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child that ended (started by `up` in this process)
@@ -451,4 +479,4 @@ class LoopbackCluster:
             if _alive(service.pid):
                 os.killpg(service.pid, signal.SIGKILL)
             stopped.append(service.name)
-        return stopped
+        return stopped + [f"stray process {pid}" for pid in kill_strays(self.directory)]
