@@ -826,15 +826,20 @@ def run_topics(n: int, args) -> dict | None:
     return run_child(cmd, RESULT_PREFIX, f"{n:,} topics")
 
 
-def topics_report(args) -> int:
-    counts = [int(t.replace("_", "")) for t in args.topics.split(",") if t.strip()]
+def run_each(listed: str, run) -> tuple[list[dict], list[int]]:
+    """`run(n)` for each number of a comma-separated list (1_000 allowed): (results, the numbers that failed)."""
     results, failed = [], []
-    for n in counts:
-        r = run_topics(n, args)
-        if r is None:
+    for n in (int(x.replace("_", "")) for x in listed.split(",") if x.strip()):
+        result = run(n)
+        if result is None:
             failed.append(n)
         else:
-            results.append(r)
+            results.append(result)
+    return results, failed
+
+
+def topics_report(args) -> int:
+    results, failed = run_each(args.topics, lambda n: run_topics(n, args))
     print()
     print(
         f"landing runs over N one-partition topics (a source with a topic_pattern) against one topic (the floor, "
@@ -1013,14 +1018,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.topics:
         return topics_report(args)
 
-    sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
-    results, failed = [], []
-    for n in sizes:
-        r = run_size(n, args)
-        if r is None:
-            failed.append(n)
-        else:
-            results.append(r)
+    results, failed = run_each(args.sizes, lambda n: run_size(n, args))
     print()
     print(
         f"landing into bronze, cap {args.cap:,} records per run, values of {args.value_bytes:,} bytes, "

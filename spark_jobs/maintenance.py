@@ -146,13 +146,10 @@ def keep_published(spark, table: str, since_millis: int) -> int | None:
     at = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil.nullableSnapshotIdAsOfTime(loaded, since_millis)
     if at is None:  # no snapshot that old
         return None
-    snapshot = loaded.snapshot(at)
     manage = loaded.manageSnapshots()
-    if loaded.refs().get(PUBLISHED_TAG) is None:
-        manage.createTag(PUBLISHED_TAG, snapshot.snapshotId()).commit()
-    else:
-        manage.replaceTag(PUBLISHED_TAG, snapshot.snapshotId()).commit()
-    return snapshot.snapshotId()
+    tag = manage.createTag if loaded.refs().get(PUBLISHED_TAG) is None else manage.replaceTag
+    tag(PUBLISHED_TAG, at).commit()
+    return at
 
 
 def _maintain_table(

@@ -16,7 +16,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from spark_jobs.bronze.kafka_reader import MESSAGE_SCHEMA, BrokerWatch, metadata_consumer, read_range
+from spark_jobs.bronze.kafka_reader import (
+    MESSAGE_SCHEMA,
+    BrokerWatch,
+    metadata_admin,
+    metadata_consumer,
+    read_range,
+)
 from spark_jobs.codecs import DecodeError, make_decoder
 from spark_jobs.codecs.large_message import read_claim_check, write_claim_check
 from spark_jobs.codecs.schema_registry import SchemaRegistryClient, clear_cache
@@ -245,13 +251,14 @@ def _outcome(read) -> str:
 # ---- the broker ------------------------------------------------------------------------------------------
 
 
-def test_an_unreachable_broker_is_one_line_and_librdkafka_prints_nothing(capfd):
+@pytest.mark.parametrize("client", [metadata_consumer, metadata_admin], ids=["consumer", "admin"])
+def test_an_unreachable_broker_is_one_line_and_librdkafka_prints_nothing(capfd, client):
     bootstrap = f"127.0.0.1:{free_port()}"
-    with pytest.raises(BrokerUnavailableError) as info, metadata_consumer({"bootstrap.servers": bootstrap}, "kl") as c:
+    with pytest.raises(BrokerUnavailableError) as info, client({"bootstrap.servers": bootstrap}, "kl") as c:
         c.list_topics(timeout=2)
     line = str(info.value)
     assert line.startswith(f"source kl: Kafka broker {bootstrap} unreachable for 2 s, ")
-    assert "connect attempts (last: Connection refused) while asking for topic metadata" in line
+    assert "connect attempts (last: Connection refused) while asking for topic metadata and offsets" in line
     assert "; check that Kafka runs and kafka.bootstrap_servers" in line
     attempts = int(line.split("unreachable for 2 s, ")[1].split(" ")[0])
     assert attempts >= 5

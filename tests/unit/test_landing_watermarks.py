@@ -12,12 +12,10 @@ import pytest
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import OffsetSpec
 
-from spark_jobs.bronze.kafka_reader import list_offsets, metadata_admin
+from spark_jobs.bronze.kafka_reader import list_offsets
 from spark_jobs.bronze.land import LandingResult, partition_watermarks, run_lines
 from spark_jobs.bronze.plan import OffsetRange, plan_landing
 from spark_jobs.config import KafkaSettings, LandingSettings, SourceSettings
-from spark_jobs.errors import BrokerUnavailableError
-from ticdc_devkit.processes import free_port
 
 
 class StandInAdmin:
@@ -111,18 +109,6 @@ def test_a_partition_whose_lookup_failed_fails_the_lookup():
     admin = StandInAdmin(BROKER, failing=(("wm_007", 1),))
     with pytest.raises(KafkaException, match="timed out"):
         list_offsets(admin, sorted(BROKER), {"high": OffsetSpec.latest()}, {})
-
-
-def test_an_unreachable_broker_is_one_line_while_asking_for_metadata_and_offsets(capfd):
-    bootstrap = f"127.0.0.1:{free_port()}"
-    with pytest.raises(BrokerUnavailableError) as info, metadata_admin({"bootstrap.servers": bootstrap}, "wm") as a:
-        a.list_topics(timeout=2)
-    line = str(info.value)
-    assert line.startswith(f"source wm: Kafka broker {bootstrap} unreachable for 2 s, ")
-    assert "connect attempts (last: Connection refused) while asking for topic metadata and offsets" in line
-    assert "; check that Kafka runs" in line and "\n" not in line
-    out, err = capfd.readouterr()
-    assert "Connect to" not in out + err and "rdkafka" not in out + err
 
 
 def test_the_log_of_a_run_over_many_partitions_is_two_lines():
