@@ -2,6 +2,7 @@
 
     python -m tests.e2e.cluster_check gold CONFIG     gold equals the upstream database of the shop stream
     python -m tests.e2e.cluster_check silver CONFIG   silver equals a clean decode of bronze (row for row)
+    python -m tests.e2e.cluster_check all CONFIG      both, in one application
 
 It fails (exit 1, the assertion on stderr) when they differ, and prints what it compared on success.
 """
@@ -21,21 +22,23 @@ from ticdc_devkit.simulator.shop_stream import shop_stream
 
 
 def main(what: str, config_path: str) -> None:
+    if what not in ("gold", "silver", "all"):
+        raise SystemExit(f"unknown check {what!r}; allowed: gold, silver, all")
     config = load_config(config_path)
     spark = get_spark(config, "ticdc-lakehouse cluster check")
-    if what == "gold":
+    compared = {}
+    if what in ("gold", "all"):
         events = shop_stream()
         assert_gold_equals_oracle(spark, events, last_watermark(events), GOLD_V1)
-        print(json.dumps({table: spark.table(table).count() for table in GOLD_V1}))
-    elif what == "silver":
+        compared.update({table: spark.table(table).count() for table in GOLD_V1})
+    if what in ("silver", "all"):  # after gold: it rewrites silver from bronze
         kept = silver_of_source(spark, "shop")
         rebuild_silver(spark, config, "shop")
         clean = silver_of_source(spark, "shop")
         for table in clean:
             assert kept[table] == clean[table], f"{table} differs from a clean decode of bronze"
-        print(json.dumps({"bronze": of_shop(spark, BRONZE_MESSAGES), **{t: len(r) for t, r in clean.items()}}))
-    else:
-        raise SystemExit(f"unknown check {what!r}; allowed: gold, silver")
+        compared.update({"bronze": of_shop(spark, BRONZE_MESSAGES), **{t: len(r) for t, r in clean.items()}})
+    print(json.dumps(compared))
 
 
 if __name__ == "__main__":

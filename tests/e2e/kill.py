@@ -25,7 +25,7 @@ from ticdc_devkit.simulator.workload import Workload
 
 RUN_TIMEOUT_SECONDS = 900.0
 # Kills per loop. Each costs a JVM start and the work up to its moment, so the moments are spread evenly over
-# the phase's window (`moments`) instead of drawn at random: six of them reach every part of it.
+# the phase's window (`Moments`) instead of drawn at random: six of them reach every part of it.
 KILLS = int(os.environ.get("TICDC_KILL_LOOP_ITERATIONS", "6"))
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -58,12 +58,23 @@ def slices(workload: Workload, count: int, rng: random.Random, topic: str) -> li
     ]
 
 
-def moments(rng: random.Random, count: int, window: float) -> list[float]:
-    """`count` kill delays within `window` seconds, one at a random point of each of `count` equal parts of it,
-    in a random order: a short loop still kills early, midway and late in the phase."""
-    delays = [window * (i + rng.random()) / count for i in range(count)]
-    rng.shuffle(delays)
-    return delays
+class Moments:
+    """`count` kill delays spread over a phase: one at a random point of each of `count` equal parts of it, in a
+    random order, so a short loop still kills early, midway and late. The phase's length is a guess at first; a
+    run that finishes before its kill shows how long the phase took on this machine, and later delays take the
+    same fractions of that (a faster machine must not turn the kills into clean runs)."""
+
+    def __init__(self, rng: random.Random, count: int, window: float) -> None:
+        fractions = [(i + rng.random()) / count for i in range(count)]
+        rng.shuffle(fractions)
+        self.fractions = iter(fractions)
+        self.window = window
+
+    def next_delay(self) -> float:
+        return next(self.fractions) * self.window
+
+    def phase_took(self, seconds: float) -> None:
+        self.window = min(self.window, seconds)
 
 
 def stderr_shows(output: Path, text: str) -> Callable[[], bool]:
@@ -71,10 +82,13 @@ def stderr_shows(output: Path, text: str) -> Callable[[], bool]:
     return lambda: output.exists() and text in output.read_text(errors="replace")
 
 
-def run(command: list[str], output: Path, started: Callable[[], bool] | None = None, delay: float | None = None) -> str:
-    """One `ticdc-lake` process, its stderr in `output`; with a `delay`, killed (with its JVM) `delay` seconds
-    after `started()` first holds. Returns "killed" or "finished"; a run that fails on its own fails the test."""
-    begun, kill_at = time.monotonic(), None
+def run(
+    command: list[str], output: Path, started: Callable[[], bool] | None = None, moments: Moments | None = None
+) -> str:
+    """One `ticdc-lake` process, its stderr in `output`; with `moments`, killed (with its JVM) the next of their
+    delays after `started()` first holds, and a run that finishes first tells them how long its phase took.
+    Returns "killed" or "finished"; a run that fails on its own fails the test."""
+    begun, phase_began, kill_at = time.monotonic(), None, None
     with output.open("wb") as stderr:
         process = subprocess.Popen(
             [str(BIN / "ticdc-lake"), *command],
@@ -84,8 +98,8 @@ def run(command: list[str], output: Path, started: Callable[[], bool] | None = N
         )
         while process.poll() is None:
             now = time.monotonic()
-            if delay is not None and kill_at is None and started is not None and started():
-                kill_at = now + delay
+            if moments is not None and phase_began is None and started is not None and started():
+                phase_began, kill_at = now, now + moments.next_delay()
             if (kill_at is not None and now >= kill_at) or now - begun > RUN_TIMEOUT_SECONDS:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
@@ -98,6 +112,8 @@ def run(command: list[str], output: Path, started: Callable[[], bool] | None = N
         raise AssertionError(
             f"ticdc-lake {command[0]} failed (exit {process.returncode}): {output.read_text()[-3000:]}"
         )
+    if moments is not None and phase_began is not None:
+        moments.phase_took(time.monotonic() - phase_began)
     return "finished"
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from spark_jobs.config import load_config
 from spark_jobs.runtime.spark_session import get_spark
-from tests.e2e.kill import KILLS, check_in_own_process, moments, own_runtime, run, slices
+from tests.e2e.kill import KILLS, Moments, check_in_own_process, own_runtime, run, slices
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from ticdc_devkit.broker import produce
 from ticdc_devkit.simulator.workload import Workload, random_workload
@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 SOURCE, SEED = "killed", 20261124
 SLICES = 3  # runs that bring new changes; the other kills interrupt rebuilds
-WINDOW_SECONDS = 30.0  # about how long a gold build of this workload takes here
+WINDOW_SECONDS = 30.0  # a first guess at how long a gold build of this workload takes (Moments learns it)
 
 
 def kill_workload() -> Workload:
@@ -54,11 +54,12 @@ def test_gold_killed_at_random_moments_then_rerun_equals_upstream(broker, source
     batches = slices(workload, SLICES, rng, SOURCE)
     on_source = ["--source", SOURCE, "--config", str(config)]
     outcomes = []
-    for i, delay in enumerate(moments(rng, KILLS, WINDOW_SECONDS)):
+    gold_moments = Moments(rng, KILLS, WINDOW_SECONDS)
+    for i in range(KILLS):
         if i < SLICES:
             produce(broker.bootstrap, batches[i])
         command = ["run"] if i < SLICES else ["rebuild", ("gold", "history")[i % 2]]
-        outcomes.append(run([*command, *on_source], tmp_path / f"run-{i}.log", gold_began(config), delay))
+        outcomes.append(run([*command, *on_source], tmp_path / f"run-{i}.log", gold_began(config), gold_moments))
     assert outcomes.count("killed") >= KILLS // 2, f"too few gold builds were killed to mean anything: {outcomes}"
     assert run(["run", *on_source], tmp_path / "rerun.log") == "finished"
     check_in_own_process("tests.e2e.test_gold_kill", str(config))

@@ -14,22 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.kill import KILLS, moments, own_runtime, run, stderr_shows
+from tests.e2e.kill import KILLS, Moments, own_runtime, run, stderr_shows
 from ticdc_devkit.broker import produce
 from ticdc_devkit.simulator.model import Message
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 TOPIC, PARTITIONS = "kill_loop", 3
-LANDING_WINDOW_SECONDS = 15.0  # about how long a capped landing run takes in .ci/run once its Spark session is ready
+LANDING_WINDOW_SECONDS = 15.0  # a first guess at how long a capped landing run takes once its session is ready
 BIN = Path(sys.executable).parent
 
 
-def land(config: Path, log: Path, kill_after: float | None) -> str:
-    """One landing process, killed (with its JVM) `kill_after` seconds after its Spark session is ready if still
-    running."""
+def land(config: Path, log: Path, kill_at: Moments | None) -> str:
+    """One landing process, killed (with its JVM) at the next of `kill_at`'s moments after its Spark session is
+    ready if still running."""
     return run(
-        ["land", "--source", "kl", "--config", str(config)], log, stderr_shows(log, "spark session ready"), kill_after
+        ["land", "--source", "kl", "--config", str(config)], log, stderr_shows(log, "spark session ready"), kill_at
     )
 
 
@@ -48,7 +48,8 @@ def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, source_c
     broker.create_topics([TOPIC], partitions=PARTITIONS)
     produced: list[Message] = []
     outcomes = []
-    for i, delay in enumerate(moments(rng, KILLS, LANDING_WINDOW_SECONDS)):
+    landing_moments = Moments(rng, KILLS, LANDING_WINDOW_SECONDS)
+    for i in range(KILLS):
         batch = [
             Message(
                 TOPIC,
@@ -60,8 +61,8 @@ def test_killed_landing_runs_lose_nothing_and_duplicate_nothing(broker, source_c
         ]
         produce(broker.bootstrap, batch)
         produced += batch
-        outcomes.append(land(config, tmp_path / f"land-{i}.log", kill_after=delay))
-    assert land(drain, tmp_path / "drain.log", kill_after=None) == "finished"
+        outcomes.append(land(config, tmp_path / f"land-{i}.log", kill_at=landing_moments))
+    assert land(drain, tmp_path / "drain.log", kill_at=None) == "finished"
     assert outcomes.count("killed") >= KILLS // 3, f"too few runs were killed to mean anything: {outcomes}"
 
     dump = subprocess.run(

@@ -23,7 +23,7 @@ from spark_jobs.maintenance import stale_landing_branches
 from spark_jobs.runtime.spark_session import get_spark
 from spark_jobs.runtime.tables import BRONZE_MESSAGES
 from spark_jobs.silver.build import rebuild_silver
-from tests.e2e.kill import KILLS, check_in_own_process, moments, own_runtime, run, slices, stderr_shows
+from tests.e2e.kill import KILLS, Moments, check_in_own_process, own_runtime, run, slices, stderr_shows
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from tests.e2e.test_rebuild import silver_of_source
 from ticdc_devkit.broker import produce
@@ -55,8 +55,8 @@ def test_silver_and_maintenance_killed_at_random_moments_then_rerun_equal_a_clea
     batches = slices(kill_workload(), SLICES, rng, SOURCE)
     on_source = ["--source", SOURCE, "--config", str(config_path)]
     silver_outcomes, maintenance_outcomes = [], []
-    silver_moments = moments(rng, KILLS, SILVER_WINDOW_SECONDS)
-    maintenance_moments = moments(rng, KILLS, MAINTENANCE_WINDOW_SECONDS)
+    silver_moments = Moments(rng, KILLS, SILVER_WINDOW_SECONDS)
+    maintenance_moments = Moments(rng, KILLS, MAINTENANCE_WINDOW_SECONDS)
     for i in range(KILLS):
         log = tmp_path / f"silver-{i}.log"
         if i < SLICES:
@@ -64,10 +64,10 @@ def test_silver_and_maintenance_killed_at_random_moments_then_rerun_equal_a_clea
             command, began = ["run"], stderr_shows(log, f"source {SOURCE}: landed")
         else:
             command, began = ["rebuild", "silver"], stderr_shows(log, "spark session ready")
-        silver_outcomes.append(run([*command, *on_source], log, began, silver_moments[i]))
+        silver_outcomes.append(run([*command, *on_source], log, began, silver_moments))
         log = tmp_path / f"maintain-{i}.log"
         began = stderr_shows(log, "spark session ready")
-        maintenance_outcomes.append(run(["maintain", *on_source], log, began, maintenance_moments[i]))
+        maintenance_outcomes.append(run(["maintain", *on_source], log, began, maintenance_moments))
     for outcomes in (silver_outcomes, maintenance_outcomes):
         assert outcomes.count("killed") >= KILLS // 2, f"too few runs were killed to mean anything: {outcomes}"
     assert run(["run", *on_source], tmp_path / "rerun.log") == "finished"

@@ -15,7 +15,7 @@ import pytest
 from spark_jobs.config import load_config
 from spark_jobs.runtime.spark_session import get_spark
 from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, SILVER_SNAPSHOT_LOADS
-from tests.e2e.kill import BIN, KILLS, check_in_own_process, moments, own_runtime, run, stderr_shows
+from tests.e2e.kill import BIN, KILLS, Moments, check_in_own_process, own_runtime, run, stderr_shows
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from tests.e2e.test_snapshot_load import cut
 from ticdc_devkit.broker import produce
@@ -52,8 +52,8 @@ def test_a_snapshot_load_killed_at_random_moments_then_rerun_loads_it_once(
     on_source = ["--source", SOURCE, "--config", str(config_path)]
     load = ["backfill", "snapshot", *on_source, "--from", str(export)]
     outcomes = []
-    write_moments = iter(moments(rng, KILLS, WRITE_WINDOW_SECONDS))
-    load_moments = iter(moments(rng, KILLS, LOAD_WINDOW_SECONDS))
+    write_moments = Moments(rng, KILLS, WRITE_WINDOW_SECONDS)
+    load_moments = Moments(rng, KILLS, LOAD_WINDOW_SECONDS)
     for i in range(KILLS):
         log = tmp_path / f"load-{i}.log"
         # even kills come once the load has recorded its start (while it writes silver), odd ones anywhere
@@ -62,7 +62,7 @@ def test_a_snapshot_load_killed_at_random_moments_then_rerun_loads_it_once(
             began = stderr_shows(log, "writing the snapshot into silver")
         else:
             began = stderr_shows(log, "spark session ready")
-        outcomes.append(run(load, log, began, next(write_moments if i % 2 == 0 else load_moments)))
+        outcomes.append(run(load, log, began, write_moments if i % 2 == 0 else load_moments))
         if outcomes[-1] == "finished":
             break  # loaded: every later load would find it done
         if i % 4 == 0:
