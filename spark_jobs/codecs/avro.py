@@ -44,6 +44,7 @@ from spark_jobs.canonical.values import (
     time_zone as values_time_zone,
 )
 from spark_jobs.codecs import Headers
+from spark_jobs.codecs import checksum as crc
 from spark_jobs.codecs.schema_registry import SchemaRegistryClient
 from spark_jobs.errors import ConfigError, DecodeError
 
@@ -117,6 +118,7 @@ class WriterSchema:
     column_types: dict[str, str]
     columns: list[dict[str, Any]]
     extension: bool
+    checksum: crc.RowChecksum | None  # None unless the value schema has `_tidb_row_level_checksum`
 
 
 class AvroDecoder:
@@ -130,6 +132,7 @@ class AvroDecoder:
         "avro-decimal-handling-mode": (str, "precise"),
         "avro-bigint-unsigned-handling-mode": (str, "long"),
         "time-zone": (str, "UTC"),
+        "verify-checksums": (bool, True),
     }
 
     def __init__(self, options: dict[str, Any]):
@@ -144,6 +147,7 @@ class AvroDecoder:
         except Exception:
             raise ConfigError(f"time-zone {options.get('time-zone')!r} is not a known zone or offset") from None
         self.require_extension = bool(options.get("enable-tidb-extension"))
+        self.verify_checksums = options.get("verify-checksums", True) is not False
         try:
             self.registry = SchemaRegistryClient(
                 options["schema-registry-url"],
@@ -172,6 +176,8 @@ class AvroDecoder:
         if key_schema is not None and key_schema.full_name != schema.full_name:
             raise DecodeError(PROTOCOL, f"key is a {key_schema.full_name} record but value a {schema.full_name}", "key")
         after = _convert(schema, record, "value")
+        if schema.checksum is not None and self.verify_checksums:
+            _verify_checksum(schema, schema.checksum, record)
         self._last_columns[(schema.database, schema.table)] = schema.columns
         key_columns = [name for name, _ in key_schema.fields] if key_schema is not None else []
         if schema.extension:
@@ -265,6 +271,18 @@ class AvroDecoder:
         return schema
 
 
+def _verify_checksum(schema: WriterSchema, checksum: crc.RowChecksum, record: dict[str, Any]) -> None:
+    """The row as TiCDC hashed it, or quarantine: a row TiCDC marked corrupted, or one whose CRC differs."""
+    table = f"{schema.database}.{schema.table}"
+    if record.get("_tidb_corrupted") is True:
+        raise crc.corrupted(PROTOCOL, table, "value._tidb_corrupted")
+    where = "value._tidb_row_level_checksum"
+    expected = crc.expected_crc(PROTOCOL, record.get("_tidb_row_level_checksum"), where)
+    if expected is not None:
+        version = record.get("_tidb_checksum_version")
+        crc.verify(PROTOCOL, checksum, record, expected, table=table, image="new", version=version, where=where)
+
+
 def _convert(schema: WriterSchema, record: dict[str, Any], part: str) -> dict[str, str | None]:
     row: dict[str, str | None] = {}
     name = None
@@ -294,7 +312,9 @@ def _compile(schema_id: int, doc: Any, zone: dt.tzinfo, where: str) -> WriterSch
     fields: list[tuple[str, Converter | None]] = []
     column_types: dict[str, str] = {}
     columns: list[dict[str, Any]] = []
-    extension = False
+    encoders: list[tuple[str, crc.Encode]] = []
+    legacy: list[tuple[str, crc.Encode]] = []
+    has_checksum = extension = False
     for field in doc["fields"]:
         if not isinstance(field, dict) or not isinstance(field.get("name"), str):
             raise bad("a field without a name")
@@ -311,6 +331,7 @@ def _compile(schema_id: int, doc: Any, zone: dt.tzinfo, where: str) -> WriterSch
         if tidb_type is None:
             if field_name in EXTENSION_FIELDS:
                 extension = extension or field_name == "_tidb_commit_ts"
+                has_checksum = has_checksum or field_name == "_tidb_row_level_checksum"
                 continue
             raise bad(f"field {field_name} has no connect.parameters.tidb_type")
         avro_type = field_type.get("type")
@@ -323,6 +344,9 @@ def _compile(schema_id: int, doc: Any, zone: dt.tzinfo, where: str) -> WriterSch
         except ValueError as exc:
             raise bad(f"field {field_name}: {exc}") from None
         fields.append((field_name, convert))
+        encode = _checksum_encoder(tidb_type, elements, zone)
+        encoders.append((field_name, encode))
+        legacy.append((field_name, crc.text if tidb_type == "TIMESTAMP" else encode))
         column_types[field_name] = canonical
         column: dict[str, Any] = {"name": field_name, "type": canonical, "nullable": nullable}
         if elements is not None:
@@ -332,9 +356,44 @@ def _compile(schema_id: int, doc: Any, zone: dt.tzinfo, where: str) -> WriterSch
         parsed = parse_schema(doc)
     except Exception as exc:
         raise bad(f"fastavro rejects it: {type(exc).__name__}: {str(exc)[:200]}") from None
+    checksum = None
+    if has_checksum:
+        zoned = zone is not dt.UTC and any(c["type"] == "timestamp" for c in columns)
+        checksum = crc.RowChecksum(tuple(encoders), crc.RowChecksum(tuple(legacy)) if zoned else None)
     return WriterSchema(
-        schema_id, parsed, f"{namespace}.{name}", database, name, tuple(fields), column_types, columns, extension
+        schema_id,
+        parsed,
+        f"{namespace}.{name}",
+        database,
+        name,
+        tuple(fields),
+        column_types,
+        columns,
+        extension,
+        checksum,
     )
+
+
+def _checksum_encoder(tidb_type: str, elements: list[str] | None, zone: dt.tzinfo) -> crc.Encode:
+    """How a field's raw Avro value enters the row checksum (module `checksum`)."""
+    if tidb_type in ("INT", "INT UNSIGNED", "BIGINT", "BIGINT UNSIGNED", "YEAR"):
+        return crc.uint64  # BIGINT UNSIGNED: a wrapped long or its digits
+    if tidb_type == "FLOAT":
+        return crc.float32
+    if tidb_type == "DOUBLE":
+        return crc.double
+    if tidb_type == "BIT":
+        return crc.big_endian_bits
+    if tidb_type == "DECIMAL":
+        return crc.decimal_text
+    if tidb_type == "BLOB":
+        return crc.binary
+    if tidb_type == "TIMESTAMP":
+        return crc.timestamp(zone)
+    if tidb_type in ("ENUM", "SET"):
+        labels = elements or []
+        return crc.enum_by_label(labels) if tidb_type == "ENUM" else crc.set_by_labels(labels)
+    return crc.text  # TEXT, JSON, DATE, DATETIME, TIME
 
 
 def _converter(

@@ -41,6 +41,7 @@ from spark_jobs.canonical import values as V
 from spark_jobs.canonical.events import ChangeEvent
 from spark_jobs.canonical.events import table_schema as make_table_schema
 from spark_jobs.codecs import Headers, fast_paths
+from spark_jobs.codecs import checksum as crc
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
 from spark_jobs.errors import ConfigError, DecodeError, SchemaNotYetKnown
 
@@ -352,6 +353,7 @@ class _Schema:
     """One (database, table, version): canonical schema plus the row converters built once for it."""
 
     __slots__ = (
+        "checksum",
         "column_types",
         "columns",
         "convert_one",
@@ -366,6 +368,7 @@ class _Schema:
         "version",
     )
 
+    checksum: crc.RowChecksum | None  # built on the first row that carries a checksum
     column_types: dict[str, str]
     columns: list[_Column]
     convert_one: _One | None
@@ -597,6 +600,7 @@ class _SimpleDecoder:
         "large-message-handle-compression": (str, "none"),
         "claim-check-raw-value": (bool, False),
         "time-zone": (str, "UTC"),
+        "verify-checksums": (bool, True),
     }
     _AVRO = False
 
@@ -609,6 +613,7 @@ class _SimpleDecoder:
                 f"large-message-handle-compression must be one of {', '.join(COMPRESSIONS)}, got {self._compression!r}"
             )
         self._raw_value = bool(opts["claim-check-raw-value"])
+        self._verify_checksums = opts["verify-checksums"] is not False
         try:
             self._default_zone = V.time_zone(opts["time-zone"] or "UTC")
         except Exception as exc:
@@ -741,6 +746,9 @@ class _SimpleDecoder:
             self._last_schema = schema
         if op is None:
             op = DML_OPS[kind]
+        checksum = msg.get("checksum")
+        if checksum is not None and self._verify_checksums and not msg.get("handleKeyOnly"):
+            self._verify_checksum(schema, msg, checksum)
         convert_one = schema.convert_one
         if convert_one is None:
             convert_one = self._compile_rows(schema)
@@ -781,6 +789,70 @@ class _SimpleDecoder:
                 ["handle_key_only"] if msg.get("handleKeyOnly") else [],
             )
         ]
+
+    def _verify_checksum(self, schema: _Schema, msg: dict[str, Any], block: Any) -> None:
+        """Each image as TiCDC hashed it (`data` by `current`, `old` by `previous`), or quarantine; checked on
+        the values as sent, before the row converters rewrite them in place. A handle-key-only image
+        lacks the columns its checksum covers, so the caller skips it."""
+        protocol = self.protocol
+        if type(block) is not dict:
+            raise DecodeError(protocol, f"checksum must be an object, got {type(block).__name__}", "checksum")
+        table = f"{schema.database}.{schema.table}"
+        if block.get("corrupted") is True:
+            raise crc.corrupted(protocol, table, "checksum.corrupted")
+        row_checksum = schema.checksum or self._row_checksum(schema)
+        for image, field, key in (("new", "data", "current"), ("old", "old", "previous")):
+            where = f"checksum.{key}"
+            expected = crc.expected_crc(protocol, block.get(key), where)
+            row = msg.get(field)
+            if expected is not None and type(row) is dict:
+                version = block.get("version")
+                crc.verify(
+                    protocol, row_checksum, row, expected, table=table, image=image, version=version, where=where
+                )
+
+    def _row_checksum(self, schema: _Schema) -> crc.RowChecksum:
+        encoders = [(c.name, self._checksum_encoder(c)) for c in schema.columns]
+        legacy = None
+        timestamps = {c.name for c in schema.columns if c.base == "timestamp"}
+        if timestamps:
+            as_sent = crc.unwrap_value(crc.text)
+            legacy = crc.RowChecksum(tuple((n, as_sent if n in timestamps else e) for n, e in encoders))
+        schema.checksum = crc.RowChecksum(tuple(encoders), legacy)
+        return schema.checksum
+
+    def _checksum_encoder(self, c: _Column) -> crc.Encode:
+        """How a column's value as sent enters the row checksum (module `checksum`)."""
+        base = c.base
+        if base in V.INTEGER_TYPES or base in ("bit", "year"):
+            return crc.unwrap_value(crc.uint64) if self._AVRO else crc.uint64
+        if base in ("enum", "set") and c.elements is not None:
+            by_label = (crc.enum_by_label if base == "enum" else crc.set_by_labels)(c.elements)
+            return lambda v: crc.uint64(v) if type(v) is int or (type(v) is str and v.isdigit()) else by_label(v)
+        if base == "float":
+            return crc.float32
+        if base == "double":
+            return crc.double
+        if base == "decimal":
+            return crc.decimal_text
+        if base == "timestamp":
+            return self._timestamp_checksum
+        if base in V.BINARY_TYPES:
+            return crc.binary if self._AVRO else crc.base64_binary
+        if base in V.CHAR_TYPES or base in ("json", "date", "datetime", "time"):
+            return crc.text
+        return lambda v: b""  # GEOMETRY and types TiDB leaves out of the checksum
+
+    def _timestamp_checksum(self, v: Any) -> bytes:
+        """TIMESTAMP {location, value} (or text in the changefeed's zone) -> its UTC text."""
+        if type(v) is dict:
+            location, text = v["location"], v["value"]
+            if location not in self._zones:
+                self._zones[location] = V.time_zone(location)
+            zone = self._zones[location]
+        else:
+            zone, text = self._default_zone, v
+        return crc.text(text if zone is None else V.text_timestamp_from_zone(text, zone))
 
     def _convert(self, schema: _Schema, row: Any, where: str) -> dict[str, str | None]:
         """Canonical text of every column the row carries, converted in place in the parsed dict."""
@@ -932,6 +1004,7 @@ class _SimpleDecoder:
         schema.converters = []
         schema.text_columns = []
         schema.convert_one = schema.convert_pair = None  # generated on the first row (_compile_rows)
+        schema.checksum = None
         for c in columns:
             convert = self._converter(c)
             if convert is None:

@@ -3,9 +3,10 @@
 Per source: the physical time of the newest landed message (its Kafka timestamp: bronze holds no TiDB time
 yet), of the newest decoded change (its commit ts), of the consistent ts silver computed, and of the ts gold
 was last published as of (its newest publication); the landed offset of every partition;
-quarantine by reason with sample coordinates; landing gaps; tables needing a fresh snapshot; the gold tables
-with row counts; and one history entry for the DAG run that records it (counts of the rows each layer wrote
-since the run started, the durations Airflow measured of its tasks, and the lags then).
+quarantine by reason with sample coordinates, and how many of those failed TiCDC's row checksum; landing gaps;
+tables needing a fresh snapshot; the gold tables with row counts; and one history entry for the DAG run that
+records it (counts of the rows each layer wrote since the run started, the durations Airflow measured of its
+tasks, and the lags then).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from spark_jobs.bronze.land import committed_offsets
+from spark_jobs.codecs.checksum import FAILURE_PATTERN
 from spark_jobs.config import PipelineConfig
 from spark_jobs.gold import names
 from spark_jobs.gold.publish import latest_publication
@@ -138,6 +140,7 @@ class SourceStatus:
     partitions: list[PartitionOffset]
     quarantined: int
     quarantine: list[QuarantineReason]  # the REASONS_SHOWN most frequent
+    checksum_failures: int  # quarantined for a row checksum mismatch or a row TiCDC marked corrupted
     gaps_total: int
     gaps: list[Gap]  # the GAPS_SHOWN newest
     needing_snapshot: list[str]
@@ -204,6 +207,17 @@ def _quarantine(spark, source: str) -> tuple[int, list[QuarantineReason]]:
         for r in rows
     ]
     return total, reasons
+
+
+def _checksum_failures(spark, source: str) -> int:
+    """Quarantined messages whose reason is a checksum failure: counted apart, since a mismatch means data
+    changed between TiDB and here, and the reasons list shows only the most frequent ones."""
+    return _one(
+        spark,
+        f"SELECT count(*) FROM {SILVER_QUARANTINE} WHERE source = :source AND reason RLIKE :pattern",
+        source=source,
+        pattern=FAILURE_PATTERN,
+    )[0]
 
 
 def _gaps(spark, source: str) -> tuple[int, list[Gap]]:
@@ -320,6 +334,7 @@ def collect_status(
         ],
         quarantined=quarantined,
         quarantine=reasons,
+        checksum_failures=_checksum_failures(spark, source.name),
         gaps_total=gaps_total,
         gaps=gaps,
         needing_snapshot=[f"{t.database}.{t.table}" for t in gold if t.needs_snapshot],

@@ -24,6 +24,7 @@ HELP = {
     "ticdc_lake_offset_lag": "High watermark minus landed offset per partition.",
     "ticdc_lake_quarantined_messages": "Messages in silver.quarantine.",
     "ticdc_lake_quarantine_reason_messages": "Messages in silver.quarantine per reason (the most frequent reasons).",
+    "ticdc_lake_checksum_failures": "Messages quarantined for a row checksum mismatch or a row TiCDC marked corrupted.",
     "ticdc_lake_landing_gaps": "Offset ranges recorded in bronze.landing_gaps.",
     "ticdc_lake_tables_needing_snapshot": "Upstream tables whose gold needs a fresh snapshot.",
     "ticdc_lake_gold_rows": "Rows per gold table.",
@@ -65,6 +66,7 @@ def _samples(view: dict) -> Iterator[Sample]:
     yield "ticdc_lake_quarantined_messages", source, view["quarantined"]
     for q in view["quarantine"]:
         yield "ticdc_lake_quarantine_reason_messages", {**source, "reason": q["reason"]}, q["messages"]
+    yield "ticdc_lake_checksum_failures", source, view["checksum_failures"]
     yield "ticdc_lake_landing_gaps", source, view["gaps_total"]
     yield "ticdc_lake_tables_needing_snapshot", source, len(view["needing_snapshot"])
     for t in view["gold_tables"]:

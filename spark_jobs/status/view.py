@@ -82,6 +82,7 @@ def source_view(source: SourceSettings, snapshot: dict | None, broker: BrokerOff
         "runs": _runs(snapshot["history"]),
         "quarantined": snapshot["quarantined"],
         "quarantine": snapshot["quarantine"],
+        "checksum_failures": snapshot.get("checksum_failures"),  # None in a snapshot recorded before it was counted
         "gaps_total": snapshot["gaps_total"],
         "gaps": snapshot["gaps"],
         "needing_snapshot": snapshot["needing_snapshot"],

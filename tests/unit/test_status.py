@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 
+from spark_jobs.codecs.checksum import FAILURE_PATTERN
 from spark_jobs.config import KafkaSettings, SourceSettings
 from spark_jobs.gold.publish import published_ts, record_publication
 from spark_jobs.status.live import BrokerOffsets, high_watermarks
@@ -70,6 +72,7 @@ def snapshot(history: list[dict] | None = None) -> dict:
                 "samples": [{"topic": "shop_cdc", "partition": 1, "offset": 2}],
             }
         ],
+        "checksum_failures": 2,
         "gaps_total": 0,
         "gaps": [],
         "needing_snapshot": ["shop.orders"],
@@ -144,6 +147,24 @@ def test_view_without_snapshot_or_broker():
     assert [p["high_watermark"] for p in unreachable["partitions"]] == [None, None]
 
 
+def test_checksum_failures_are_shown_and_unknown_in_an_older_snapshot():
+    broker = BrokerOffsets(True, {})
+    assert source_view(source(), snapshot(), broker, NOW)["checksum_failures"] == 2
+    older = {k: v for k, v in snapshot().items() if k != "checksum_failures"}
+    view = source_view(source(), older, broker, NOW)
+    assert view["checksum_failures"] is None
+    assert "ticdc_lake_checksum_failures" not in prometheus_text([view])  # unknown, so absent rather than zero
+
+
+def test_checksum_failure_pattern_matches_the_codecs_reasons():
+    """The status collector counts quarantine reasons by this pattern (Spark RLIKE; Java and Python regex agree)."""
+    pattern = re.compile(FAILURE_PATTERN)
+    assert pattern.match("avro: row checksum mismatch: shop.t new image, expected 1, computed 2 (checksum version 1)")
+    assert pattern.match("simple-json: row marked corrupted by TiCDC: shop.t (at checksum.corrupted)")
+    assert not pattern.match("simple-json: cannot compute the row checksum of shop.t (new image): column 'a'")
+    assert not pattern.match('canal-json: bad value "row checksum mismatch"')
+
+
 def test_prometheus_text_has_every_number_once_per_metric_and_escapes_labels():
     views = [
         source_view(source(), snapshot(), BrokerOffsets(True, {("shop_cdc", 0): 12, ("shop_cdc", 1): 4}), NOW),
@@ -164,6 +185,7 @@ def test_prometheus_text_has_every_number_once_per_metric_and_escapes_labels():
     assert 'ticdc_lake_quarantine_reason_messages{source="shop",reason="bad \\"json\\"\\nat 1"} 3' in lines
     assert 'ticdc_lake_gold_rows{source="shop",table="gold_shop.shop__orders"} 5' in lines
     assert 'ticdc_lake_tables_needing_snapshot{source="shop"} 1' in lines
+    assert 'ticdc_lake_checksum_failures{source="shop"} 2' in lines
     assert 'ticdc_lake_last_run_task_success{source="shop",task="publish_gold"} 0' in lines
     assert 'ticdc_lake_last_run_task_seconds{source="shop",task="land"} 2.0' in lines
     assert not any('layer="gold"' in line for line in lines)  # unknown, so absent rather than zero

@@ -65,6 +65,7 @@ def test_status_page_json_and_metrics_show_the_snapshot(client):
     assert "bad &#34;json&#34;" in html  # upstream text is escaped
     assert "shop_cdc[1]@2" in html
     assert "Tables needing a fresh snapshot: shop.orders" in html
+    assert "Row checksum failures (mismatch, or marked corrupted by TiCDC): 2" in html
     view = c.get("/status.json").json()["sources"][0]
     assert view["partitions"][0] == {
         "topic": "shop_cdc",
@@ -76,6 +77,7 @@ def test_status_page_json_and_metrics_show_the_snapshot(client):
     metrics = c.get("/metrics")
     assert metrics.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert 'ticdc_lake_offset_lag{source="shop",topic="shop_cdc",partition="0"} 2' in metrics.text
+    assert 'ticdc_lake_checksum_failures{source="shop"} 2' in metrics.text
 
 
 def test_docs_site_serves_only_its_three_files(client):

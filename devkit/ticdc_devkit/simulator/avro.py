@@ -35,6 +35,7 @@ from spark_jobs.canonical.values import (
 )
 from spark_jobs.codecs.avro import time_zone
 from spark_jobs.codecs.schema_registry import SchemaRegistryClient
+from ticdc_devkit.simulator import integrity
 from ticdc_devkit.simulator.model import Column, Event, RowChange, Table, expected_event
 
 _SMALL_INTS = ("tinyint", "smallint", "mediumint")
@@ -173,8 +174,11 @@ def _json_default(datum: Any) -> Any:
     return datum
 
 
-def record_schema(table: Table, columns: list[Column], options: Mapping[str, Any], *, extension: bool) -> str:
-    """The schema text TiCDC registers (Go's json.Marshal key order: map keys sorted)."""
+def record_schema(
+    table: Table, columns: list[Column], options: Mapping[str, Any], *, extension: bool, checksum: bool = False
+) -> str:
+    """The schema text TiCDC registers (Go's json.Marshal key order: map keys sorted); `checksum` adds the row
+    checksum fields after the extension's."""
     zone = time_zone(options.get("time-zone"))
     fields = []
     for column in columns:
@@ -206,6 +210,12 @@ def record_schema(table: Table, columns: list[Column], options: Mapping[str, Any
             {"default": 0, "name": "_tidb_commit_ts", "type": "long"},
             {"default": 0, "name": "_tidb_commit_physical_time", "type": "long"},
         ]
+    if extension and checksum:
+        fields += [
+            {"default": "", "name": "_tidb_row_level_checksum", "type": "string"},
+            {"default": False, "name": "_tidb_corrupted", "type": "boolean"},
+            {"default": 0, "name": "_tidb_checksum_version", "type": "int"},
+        ]
     top = {
         "type": "record",
         "name": sanitize_name(table.name),
@@ -229,6 +239,17 @@ class AvroEncoder:
         if not url:
             raise ValueError("the Avro encoder needs schema-registry-url")
         self.extension = _truthy(self.options.get("enable-tidb-extension"))
+        self.checksum = integrity.enabled(self.options)
+        if self.checksum and not (
+            self.extension
+            and self.options.get("avro-decimal-handling-mode") == "string"
+            and self.options.get("avro-bigint-unsigned-handling-mode") == "string"
+        ):
+            raise ValueError(
+                "TiCDC's Avro with row checksums needs enable-tidb-extension=true, avro-decimal-handling-mode=string "
+                "and avro-bigint-unsigned-handling-mode=string"
+            )
+        self.checksum_version = int(self.options.get("checksum-version", 1))
         self.topic = sanitize_topic(self.options.get("topic") or "ticdc")
         self.zone = time_zone(self.options.get("time-zone"))
         self.registry = SchemaRegistryClient(
@@ -265,6 +286,14 @@ class AvroEncoder:
         record = {sanitize_name(c.name): avro_datum(c, row.get(c.name), self.options, self.zone) for c in columns}
         if part == "value" and self.extension:
             record.update({"_tidb_op": op, "_tidb_commit_ts": commit_ts, "_tidb_commit_physical_time": commit_ts >> 18})
+        if part == "value" and self.checksum:
+            record.update(
+                {
+                    "_tidb_row_level_checksum": str(integrity.row_checksum(table, row)),
+                    "_tidb_corrupted": False,
+                    "_tidb_checksum_version": self.checksum_version,
+                }
+            )
         buffer = io.BytesIO()
         buffer.write(b"\x00" + schema_id.to_bytes(4, "big"))
         fastavro.schemaless_writer(buffer, parsed, record)
@@ -273,7 +302,8 @@ class AvroEncoder:
     def _schema(self, table: Table, part: str, columns: list[Column]) -> tuple[dict, int]:
         cached = self._schemas.get((table, part))
         if cached is None:
-            text = record_schema(table, columns, self.options, extension=self.extension and part == "value")
+            extension = self.extension and part == "value"
+            text = record_schema(table, columns, self.options, extension=extension, checksum=self.checksum)
             subject = f"{self.topic}-{part}"
             schema_id = self._ids.get((subject, text))
             if schema_id is None:

@@ -23,7 +23,7 @@ from spark_jobs.canonical.events import ChangeEvent
 from spark_jobs.canonical.values import time_zone
 from spark_jobs.codecs.large_message import compress, write_claim_check
 from spark_jobs.codecs.simple import message_schema
-from ticdc_devkit.simulator import model
+from ticdc_devkit.simulator import integrity, model
 from ticdc_devkit.simulator.canal_json import CANAL_DDL_TYPES
 from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, Event, RowChange, Table, Watermark, expected_event
 
@@ -205,6 +205,8 @@ class _SimpleEncoder:
         self.threshold = DEFAULT_THRESHOLD if threshold is None else int(threshold)
         self.location = opts.get("time-zone") or "UTC"
         self.zone = time_zone(self.location)
+        self.checksum = integrity.enabled(opts)
+        self.checksum_version = int(opts.get("checksum-version", 1))
         self._claim_checks = 0
 
     def encode(self, events: list[Event]) -> list[tuple[bytes | None, bytes, list]]:
@@ -267,6 +269,20 @@ class _SimpleEncoder:
         old = image(event.before) if event.op != "insert" else None
         return data, old
 
+    def _checksum(self, event: RowChange) -> dict[str, Any] | None:
+        """The DML's `checksum` block with `integrity-check-level = "correctness"`; TiCDC sends it on every row
+        message, handle-key-only and claim-check ones included."""
+        if not self.checksum:
+            return None
+        after = event.after if event.op != "delete" else None
+        before = event.before if event.op != "insert" else None
+        return {
+            "version": self.checksum_version,
+            "corrupted": False,
+            "current": integrity.row_checksum(event.table, after),
+            "previous": integrity.row_checksum(event.table, before),
+        }
+
 
 class SimpleJsonEncoder(_SimpleEncoder):
     """encoding-format = "json"."""
@@ -309,6 +325,9 @@ class SimpleJsonEncoder(_SimpleEncoder):
             msg["claimCheckLocation"] = claim_check
         if handle_key_only:
             msg["handleKeyOnly"] = True
+        checksum = self._checksum(event)
+        if checksum is not None:
+            msg["checksum"] = checksum
         if data:
             msg["data"] = data
         if old:
@@ -367,7 +386,7 @@ class SimpleAvroEncoder(_SimpleEncoder):
                 **_dml_head(event),
                 "claimCheckLocation": claim_check,
                 "handleKeyOnly": True if handle_key_only else None,
-                "checksum": None,
+                "checksum": self._checksum(event),
                 "data": data,
                 "old": old,
             },
