@@ -39,7 +39,8 @@ demo: venv check-java
 
 # The kill loops (marker `long`: every run a process with its own JVM on a lakehouse of its own) run as a pytest
 # session of their own beside the rest of the suite, which spends much of its time waiting on one JVM; that keeps
-# the wall time down on two cores. Their report follows the suite's, and either failing fails the target.
+# the wall time down on two cores. The codec suite runs once more on its precise path (no generated fast paths)
+# after the suite, while the kill loops still run. Their report follows the suite's, and any failing fails the target.
 LONG_LOG := .local/test-long.log
 
 test: venv check-java check-browser
@@ -47,10 +48,12 @@ test: venv check-java check-browser
 	@$(BIN)/python -m pytest -m "long or cluster" -p no:cacheprovider --basetemp=.local/pytest-long > $(LONG_LOG) 2>&1 & long=$$!; \
 	trap 'kill $$long 2>/dev/null' INT TERM; \
 	$(BIN)/python -m pytest -m "not long and not cluster"; suite=$$?; \
+	echo "== the codec suite on its precise path (TICDC_CODECS_PRECISE_ONLY=1) =="; \
+	TICDC_CODECS_PRECISE_ONLY=1 $(BIN)/python -m pytest tests/codecs -q -p no:cacheprovider; precise=$$?; \
 	wait $$long; kills=$$?; \
 	echo "== the kill loops and the loopback cluster, run beside the suite (pytest -m 'long or cluster'; log: $(LONG_LOG)) =="; \
 	if [ $$kills = 0 ]; then tail -n 40 $(LONG_LOG); else cat $(LONG_LOG); fi; \
-	test $$suite = 0 && test $$kills = 0
+	test $$suite = 0 && test $$precise = 0 && test $$kills = 0
 
 test-fast: venv
 	$(BIN)/python -m pytest -m "not e2e and not long and not cluster"
