@@ -76,7 +76,9 @@ def test_a_run_checks_the_rows_it_changed_in_one_test(spark, broker, source_conf
         with pytest.raises(DbtError) as failed:
             run_dbt(["test", "--select", gold_models.checks_model(source)], config, source)
         assert "gold_run_checks" in str(failed.value), failed.value
-        (compiled,) = (config.local_dir / "dbt" / "target" / "run").rglob(f"gold_run_checks_*{source}*.sql")
+        (compiled,) = (config.local_dir / "dbt" / "target" / "run").rglob(
+            f"gold_run_checks_{gold_models.checks_model(source)}_*.sql"
+        )
         wrapped = (
             compiled.read_text()
         )  # dbt counts the test's rows: select count(*) ... from (<test>) dbt_internal_test
