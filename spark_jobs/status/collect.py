@@ -187,8 +187,15 @@ def _layer_times(
     return times, consistency
 
 
-def _quarantine(spark, source: str) -> tuple[int, list[QuarantineReason]]:
-    total = _one(spark, f"SELECT count(*) FROM {SILVER_QUARANTINE} WHERE source = :source", source=source)[0]
+def _quarantine(spark, source: str) -> tuple[int, int, list[QuarantineReason]]:
+    """Quarantined messages, those of them that failed a row checksum (counted apart: a mismatch means data
+    changed between TiDB and here, and the reasons shown are only the most frequent), and the reasons shown."""
+    total, checksum_failures = _one(
+        spark,
+        f"SELECT count(*), count_if(reason RLIKE :pattern) FROM {SILVER_QUARANTINE} WHERE source = :source",
+        source=source,
+        pattern=FAILURE_PATTERN,
+    )
     rows = (
         spark.sql(
             f"""SELECT reason, count(*) AS messages,
@@ -206,18 +213,7 @@ def _quarantine(spark, source: str) -> tuple[int, list[QuarantineReason]]:
         )
         for r in rows
     ]
-    return total, reasons
-
-
-def _checksum_failures(spark, source: str) -> int:
-    """Quarantined messages whose reason is a checksum failure: counted apart, since a mismatch means data
-    changed between TiDB and here, and the reasons list shows only the most frequent ones."""
-    return _one(
-        spark,
-        f"SELECT count(*) FROM {SILVER_QUARANTINE} WHERE source = :source AND reason RLIKE :pattern",
-        source=source,
-        pattern=FAILURE_PATTERN,
-    )[0]
+    return total, checksum_failures, reasons
 
 
 def _gaps(spark, source: str) -> tuple[int, list[Gap]]:
@@ -320,7 +316,7 @@ def collect_status(
     gold = _gold_tables(spark, source.name)
     publication = _publication(spark, source.name)
     layers, consistency = _layer_times(spark, source.name, gold, publication)
-    quarantined, reasons = _quarantine(spark, source.name)
+    quarantined, checksum_failures, reasons = _quarantine(spark, source.name)
     gaps_total, gaps = _gaps(spark, source.name)
     return SourceStatus(
         source=source.name,
@@ -334,7 +330,7 @@ def collect_status(
         ],
         quarantined=quarantined,
         quarantine=reasons,
-        checksum_failures=_checksum_failures(spark, source.name),
+        checksum_failures=checksum_failures,
         gaps_total=gaps_total,
         gaps=gaps,
         needing_snapshot=[f"{t.database}.{t.table}" for t in gold if t.needs_snapshot],
