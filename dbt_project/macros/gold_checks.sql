@@ -5,7 +5,7 @@
 
   - gold: `_row_key` unique and not null and `_op` insert or update among the rows it checks; and as many of those
     rows as keys silver says are live (the key's newest published change, after the last truncation or snapshot,
-    is not a delete);
+    is not a delete); a keyless table's change table holds every change, deletes too;
   - history: no version listed twice, at most one open version per key.
 
   `whole` checks every row of the table (after a rebuild or a schema change, or a full check); `changed` checks
@@ -19,7 +19,7 @@
     {%- if not execute -%} {{ return([]) }} {%- endif -%}
     {%- set query -%}
         select table_uid, gold_check, history_check, previous_consistent_ts, previous_silver_seq, late,
-               to_json(versions), consistent_ts, truncated_at_ts, snapshot_at_ts
+               to_json(versions), consistent_ts, truncated_at_ts, snapshot_at_ts, size(key_columns) = 0
         from {{ plan_relation }}
         where gold_check is not null or history_check is not null
     {%- endset -%}
@@ -28,7 +28,8 @@
         {%- do planned.update({row[0]: {'uid': row[0], 'gold_check': row[1], 'history_check': row[2],
                                         'previous_ts': row[3], 'previous_seq': row[4], 'late': row[5],
                                         'versions': fromjson(row[6]), 'consistent_ts': row[7],
-                                        'truncated_at_ts': row[8], 'snapshot_at_ts': row[9]}}) -%}
+                                        'truncated_at_ts': row[8], 'snapshot_at_ts': row[9],
+                                        'keyless': row[10]}}) -%}
     {%- endfor -%}
     {%- for node in graph.nodes.values() -%}
         {%- set uid = node.config.get('table_uid') -%}
@@ -86,9 +87,16 @@
     {{ 'true' if table.gold_check == 'whole' or table.late else gold_check_is_new(table) }}
 {%- endmacro %}
 
+{% macro gold_check_keyless(table) -%}
+    {{ 'true' if table.keyless else 'false' }}
+{%- endmacro %}
+
 {% macro gold_check_published(table) -%}
+    {%- if table.keyless -%} true  {#- a change table keeps the changes before a truncation -#}
+    {%- else -%}
     commit_ts > {{ sql_integer(table.truncated_at_ts if table.truncated_at_ts is not none else -1) }}
     and commit_ts >= {{ sql_integer(table.snapshot_at_ts if table.snapshot_at_ts is not none else -1) }}
+    {%- endif -%}
 {%- endmacro %}
 
 
@@ -148,7 +156,7 @@ silver_keys as (
 
 silver_live_keys as (
 
-    select table_index, count_if(newest_op <> 'delete') as live_keys
+    select table_index, count_if(newest_op <> 'delete' or {{ gold_per_table(tables, gold_check_keyless) }}) as live_keys
     from silver_keys
     where changed
     group by table_index
@@ -161,13 +169,13 @@ gold_rows as (
 
     {%- for table in gold %}
     {{ 'union all' if not loop.first }}
-    select {{ tables.index(table) + 1 }} as table_index, _row_key, _op
+    select {{ tables.index(table) + 1 }} as table_index, _row_key, _op, {{ gold_check_keyless(table) }} as keyless
     from {{ table.gold }}
     {%- if table.gold_check == 'changed' and not table.late %}
     where _commit_ts > {{ gold_check_since(table) }}
     {%- endif %}
     {%- else %}
-    select 0 as table_index, cast(null as string) as _row_key, cast(null as string) as _op where false
+    select 0 as table_index, cast(null as string) as _row_key, cast(null as string) as _op, false as keyless where false
     {%- endfor %}
 
 ),
@@ -197,7 +205,7 @@ gold_keys as (
         table_index,
         _row_key,
         count(*) as copies,
-        bool_or(_op is null or _op not in ('insert', 'update')) as bad_op
+        bool_or(_op is null or not (_op in ('insert', 'update') or (keyless and _op = 'delete'))) as bad_op
     from checked_gold
     group by table_index, _row_key
 

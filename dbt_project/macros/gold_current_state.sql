@@ -21,6 +21,11 @@
     file statistics on silver_seq and commit_ts skip the rest); when one came late, every change of the changed
     keys is read, so a late row never overwrites a newer one and a delete stays deleted.
   A table the plan leaves unchanged is not built at all (the run does not select its model).
+
+  A table without a handle key (no primary key and no NOT NULL unique key upstream; TiCDC replicates it with
+  `force-replicate`) has no row identity, so its gold table is its change table instead: one row per change, deletes
+  included (the row's before image), `_row_key` the change's identity (spark_jobs/silver/decode.py, `change_key`),
+  appended in commit order as the consistent ts passes them (docs/architecture.md, decision 16).
 -#}
 
 {#- The order of one row's changes, newest first: commit ts, then deletes before inserts at one ts (TiCDC
@@ -59,7 +64,7 @@
         'previous_consistent_ts': row[8], 'previous_silver_seq': row[9], 'late': row[12],
         'truncated_at_ts': row[15], 'snapshot_at_ts': row[16], 'versions': fromjson(row[17]),
         'truncations': fromjson(row[18]), 'widened': []} -%}
-    {%- do plan.update({'shape': gold_shape(plan.columns, fromjson(row[1]))}) -%}
+    {%- do plan.update({'shape': gold_shape(plan.columns, fromjson(row[1])), 'keyless': not fromjson(row[1])}) -%}
     {%- if plan.mode == 'schema' -%}
         {%- set widened = gold_widened_columns(gold_shape(fromjson(row[10]), fromjson(row[11])), plan.shape) -%}
         {%- if widened is none -%}
@@ -176,15 +181,17 @@
 
 
 {#- The latest columns' values of a change written under `version`: by stable column id, the column's name then,
-    or its origin_default (a column added after the change). -#}
+    or its origin_default (a column added after the change). A keyless table's change table shows a delete's row
+    too (its before image). -#}
 {% macro gold_version_values(plan, version) -%}
+    {%- set image = 'coalesce(after, before)' if plan.get('keyless') else 'after' -%}
     {%- set names = {} -%}
     {%- for column in version.columns -%} {%- do names.update({column.id: column.name}) -%} {%- endfor -%}
     array(
     {%- for column in plan.columns %}
         {{- ', ' if not loop.first -}}
         {%- if column.id in names -%}
-            element_at(after, {{ sql_string(names[column.id]) }})
+            element_at({{ image }}, {{ sql_string(names[column.id]) }})
         {%- elif column.get('origin_default') is not none -%}
             {{ sql_string(column.origin_default) }}
         {%- else -%}
@@ -247,7 +254,7 @@ with
 
 published_changes as (
 
-    {{ gold_changes(plan, plan.mode == 'incremental' and not plan.late, true) }}
+    {{ gold_changes(plan, plan.mode == 'incremental' and not plan.late, not plan.get('keyless')) }}
 
 ),
 
@@ -266,7 +273,7 @@ latest as (
 
     select * from ranked
     where version_rank = 1
-    {%- if plan.mode != 'incremental' %}
+    {%- if plan.mode != 'incremental' and not plan.get('keyless') %}
       and op <> 'delete'
     {%- endif %}
 
@@ -316,9 +323,13 @@ select * from typed
             merge into {{ target_relation }} as t
             using ({{ sql }}) as s
             on t._row_key = s._row_key
+            {%- if plan.keyless %}
+            when not matched then insert *
+            {%- else %}
             when matched and s._op = 'delete' then delete
             when matched then update set *
             when not matched and s._op <> 'delete' then insert *
+            {%- endif %}
         {%- endcall %}
     {%- else -%}
         {% call statement('main') -%} select 'nothing to apply to {{ target_relation }}' {%- endcall %}

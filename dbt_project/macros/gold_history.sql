@@ -15,6 +15,9 @@
   changes open; when a change came late it recomputes every version of the changed keys (a late change splits the
   version it falls into), replacing those keys' versions.
 
+  A keyless table's history holds its changes as its gold table does (deletes too), each a version of its own
+  that only a TRUNCATE or a snapshot closes: rows without identity have no versions to follow.
+
   The MERGE is safe to run again over what a killed run wrote: a version is matched by its key and start (and
   written again, equal), and only a version still open and older than the key's first new change is closed.
 -#}
@@ -63,7 +66,9 @@ versions as (
             ))
         ) as closed_at_ts
     from sequenced
+    {%- if not plan.get('keyless') %}
     where op <> 'delete'
+    {%- endif %}
 
 ),
 

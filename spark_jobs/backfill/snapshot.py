@@ -210,8 +210,9 @@ def _read_schemas(source: str, snapshot_ts: int, statements: list[dict]) -> dict
     keyless = sorted(f"{d}.{t}" for (d, t), schema in schemas.items() if not schema["key_columns"])
     if keyless:
         raise SnapshotRefused(
-            f"source {source}: {', '.join(keyless)} has no primary key or NOT NULL unique key, so TiCDC sends no "
-            "changes of it; leave it out with --tables"
+            f"source {source}: {', '.join(keyless)} has no primary key or NOT NULL unique key: its gold table is "
+            'a change table (README, "Tables without a key"), which a snapshot\'s rows, having no identity, cannot '
+            "start; leave it out with --tables"
         )
     return schemas
 

@@ -164,6 +164,8 @@ def _described_table(model: GoldModel) -> str:
 
 
 def _model_yaml(model: GoldModel) -> dict:
+    if not model.key_columns:
+        return _change_table_yaml(model)
     columns: list[dict] = [
         {
             "name": "_row_key",
@@ -179,6 +181,28 @@ def _model_yaml(model: GoldModel) -> dict:
             f"Current state of {_described_table(model)}, as of the source's consistent TiDB timestamp (the "
             "source's newest row in gold.publications), in the table's latest schema. Generated from silver's DDL "
             "history; checked by the source's gold_run_checks."
+        ),
+        "columns": columns + _upstream_columns(model),
+    }
+
+
+def _change_table_yaml(model: GoldModel) -> dict:
+    """A table without a handle key has no row identity upstream: its gold table is its change table."""
+    columns: list[dict] = [
+        {
+            "name": "_row_key",
+            "description": "The change's identity (its commit ts, op and images as JSON): unique, not null (the "
+            "source's run checks, gold_run_checks).",
+        },
+        {"name": "_commit_ts", "description": "TiDB commit timestamp (TSO) of the change."},
+        {"name": "_op", "description": "The change: insert, update (the row after it) or delete (the row before it)."},
+    ]
+    return {
+        "name": model.name,
+        "description": (
+            f"Change table of {_described_table(model)}, which has no primary key or NOT NULL unique key, so its "
+            "rows have no identity: every change up to the source's consistent TiDB timestamp, one row each, in the "
+            "table's latest schema (README, \"Tables without a key\"). Checked by the source's gold_run_checks."
         ),
         "columns": columns + _upstream_columns(model),
     }
@@ -200,7 +224,10 @@ def _history_yaml(model: GoldModel) -> dict:
         },
         {"name": "_valid_from", "description": "The physical time of _valid_from_ts (UTC)."},
         {"name": "_valid_to", "description": "The physical time of _valid_to_ts (UTC)."},
-        {"name": "_op", "description": "The change that opened the version: insert or update."},
+        {
+            "name": "_op",
+            "description": "The change that opened the version: insert or update (of a keyless table: delete too).",
+        },
         {"name": "_is_current", "description": "True for the version the row has now (_valid_to_ts is null)."},
     ]
     return {

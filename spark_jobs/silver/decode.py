@@ -70,6 +70,13 @@ def row_key(key_columns: list[str], before: dict | None, after: dict | None) -> 
     return orjson.dumps([image.get(k) for k in key_columns]).decode()
 
 
+def change_key(commit_ts: int | None, op: str | None, before: dict | None, after: dict | None) -> str:
+    """What identifies a change of a table without a handle key (TiCDC replicates one with `force-replicate`):
+    its commit ts, its op and both images, so a redelivered copy is the same change and silver keeps it once,
+    and gold's change table holds each change as a row of its own (docs/architecture.md, decision 16)."""
+    return orjson.dumps([commit_ts, op, before, after], option=orjson.OPT_SORT_KEYS).decode()
+
+
 def decode_batches(
     batches: Iterator[pa.RecordBatch],
     protocol: str,
@@ -223,7 +230,15 @@ def _decode_one(decoder, protocol: str, message: Message, out: DecodedColumns, l
         columns["database"].append(e.database)
         columns["table"].append(e.table or None)
         columns["commit_ts"].append(commit_ts)
-        columns["row_key"].append(row_key(e.key_columns, e.before, e.after) if is_row else None)
+        columns["row_key"].append(
+            (
+                row_key(e.key_columns, e.before, e.after)
+                if e.key_columns
+                else change_key(commit_ts, e.op, e.before, e.after)
+            )
+            if is_row
+            else None
+        )
         columns["key_columns"].append(e.key_columns)
         columns["before"].append(e.before)
         columns["after"].append(e.after)

@@ -101,6 +101,7 @@ class GoldTable:
     consistent_ts: int | None
     needs_snapshot: bool
     versions: int | None = None  # row versions in its history table
+    keyless: bool = False  # no handle key upstream: its gold table is its change table
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ class SourceStatus:
     history: list[RunRecord]
     version: int = FORMAT_VERSION
     publication: Publication | None = None  # the newest gold publication
+    keyless: list[str] = field(default_factory=list)  # upstream tables without a handle key: change tables in gold
 
 
 def _one(spark, query: str, **args):
@@ -238,7 +240,7 @@ def _gold_tables(spark, source: str) -> list[GoldTable]:
         return []
     rows = spark.sql(
         f"""SELECT planned.upstream_database, planned.upstream_table, planned.needs_snapshot,
-                   recorded.gold_relation, recorded.`rows`, recorded.versions, recorded.consistent_ts
+                   coalesce(size(planned.key_columns), 0) <= 0 AS keyless, recorded.gold_relation, recorded.`rows`, recorded.versions, recorded.consistent_ts
             FROM {GOLD_INTERMEDIATE} AS planned
             LEFT JOIN {GOLD_TABLES} AS recorded
                 ON recorded.source = planned.source_name AND recorded.table_uid = planned.table_uid
@@ -257,6 +259,7 @@ def _gold_tables(spark, source: str) -> list[GoldTable]:
             consistent_ts=r["consistent_ts"],
             needs_snapshot=bool(r["needs_snapshot"]),
             versions=r["versions"],
+            keyless=bool(r["keyless"]),
         )
         for r in rows
     ]
@@ -334,6 +337,7 @@ def collect_status(
         gaps_total=gaps_total,
         gaps=gaps,
         needing_snapshot=[f"{t.database}.{t.table}" for t in gold if t.needs_snapshot],
+        keyless=[f"{t.database}.{t.table}" for t in gold if t.keyless],
         gold_tables=gold,
         history=[_run_record(spark, source.name, run, now_ms, layers, gold)],
         publication=publication,

@@ -86,6 +86,7 @@ def source_view(source: SourceSettings, snapshot: dict | None, broker: BrokerOff
         "gaps_total": snapshot["gaps_total"],
         "gaps": snapshot["gaps"],
         "needing_snapshot": snapshot["needing_snapshot"],
+        "keyless": snapshot.get("keyless", []),  # absent from a snapshot recorded before keyless tables were listed
         "gold_tables": snapshot["gold_tables"],
         "publication": snapshot.get("publication"),
     }

@@ -76,6 +76,7 @@ def snapshot(history: list[dict] | None = None) -> dict:
         "gaps_total": 0,
         "gaps": [],
         "needing_snapshot": ["shop.orders"],
+        "keyless": ["shop.audit_log"],
         "gold_tables": [
             {
                 "relation": "gold_shop.shop__orders",

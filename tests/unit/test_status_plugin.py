@@ -65,6 +65,7 @@ def test_status_page_json_and_metrics_show_the_snapshot(client):
     assert "bad &#34;json&#34;" in html  # upstream text is escaped
     assert "shop_cdc[1]@2" in html
     assert "Tables needing a fresh snapshot: shop.orders" in html
+    assert "Tables without a primary key or NOT NULL unique key" in html and "shop.audit_log</p>" in html
     assert "Row checksum failures (mismatch, or marked corrupted by TiCDC): 2" in html
     view = c.get("/status.json").json()["sources"][0]
     assert view["partitions"][0] == {

@@ -164,7 +164,8 @@ def column_sql(column: Column) -> str:
 
 def create_table_sql(table: Table, qualified: bool = True) -> str:
     parts = [column_sql(c) for c in table.columns]
-    parts.append("PRIMARY KEY (" + ", ".join(quote_name(k) for k in table.key) + ")")
+    if table.key:  # a table without one is replicated only with force-replicate
+        parts.append("PRIMARY KEY (" + ", ".join(quote_name(k) for k in table.key) + ")")
     return f"CREATE TABLE {table_name(table, qualified)} (" + ", ".join(parts) + ")"
 
 
