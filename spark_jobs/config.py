@@ -100,6 +100,16 @@ class DecodingSettings:
 
 
 @dataclass(frozen=True)
+class GoldSettings:
+    """How the source's gold holds what has no row identity (README, "Tables without a key")."""
+
+    keyless_tables: str = "changes"  # changes: a change table per keyless table; skip: no gold table for them
+
+
+KEYLESS_TABLE_MODES = ("changes", "skip")
+
+
+@dataclass(frozen=True)
 class SourceSettings:
     name: str
     protocol: str
@@ -110,6 +120,7 @@ class SourceSettings:
     schema_registry: SchemaRegistrySettings | None = None
     landing: LandingSettings = field(default_factory=LandingSettings)
     decoding: DecodingSettings = field(default_factory=DecodingSettings)
+    gold: GoldSettings = field(default_factory=GoldSettings)
 
 
 @dataclass(frozen=True)
@@ -328,6 +339,11 @@ def _check(config: PipelineConfig, file: Path) -> None:
             )
         if s.landing.max_records_per_run <= 0 or s.landing.max_bytes_per_run <= 0:
             raise fail(f"{where}.landing", "max_records_per_run and max_bytes_per_run must be positive")
+        if s.gold.keyless_tables not in KEYLESS_TABLE_MODES:
+            raise fail(
+                f"{where}.gold.keyless_tables",
+                f"{s.gold.keyless_tables!r} is not allowed; allowed: {', '.join(KEYLESS_TABLE_MODES)}",
+            )
 
 
 def config_path(path: str | Path | None = None) -> Path:

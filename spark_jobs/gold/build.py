@@ -204,7 +204,7 @@ def build_gold(
     run = _Run(source_name, time.monotonic(), dt.datetime.now(dt.UTC), Phases())
     pinned: list[TableState] | None = None  # a run with only watermarks: every table as it is, at the newer ts
     with run.phases.timed("state"):
-        config.source(source_name)
+        skip_keyless = config.source(source_name).gold.keyless_tables == "skip"
         unfinished = unfinished_load(spark, source_name)
         if unfinished is not None:
             raise SnapshotRefused(
@@ -221,7 +221,13 @@ def build_gold(
         request = Request(_asked(scope, "gold"), _asked(scope, "history"), full_check)
         state = read_state(spark, source_name)
         up_to_date = False
-        if state and not request.asked and all(t.ddl_events == position.ddl_events for t in state):
+        keyless_to_drop = skip_keyless and any(not t.key_columns for t in state)  # the setting changed
+        if (
+            state
+            and not request.asked
+            and not keyless_to_drop
+            and all(t.ddl_events == position.ddl_events for t in state)
+        ):
             up_to_date = all(
                 (t.consistent_ts, t.silver_seq) == (position.consistent_ts, position.silver_seq) for t in state
             )
@@ -239,7 +245,14 @@ def build_gold(
             run_dbt(["run", "--select", *views, "--no-populate-cache"], config, source_name)
             _views_created(config, views)
         planned = plan_run(
-            spark, source_name, position.consistent_ts, position.consistency, position.silver_seq, state, request
+            spark,
+            source_name,
+            position.consistent_ts,
+            position.consistency,
+            position.silver_seq,
+            state,
+            request,
+            skip_keyless=skip_keyless,
         )
         unknown = sorted((scope.tables or frozenset()) - {(p.model.database, p.model.table) for p in planned})
         if unknown:

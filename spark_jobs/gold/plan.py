@@ -201,14 +201,18 @@ def plan_run(
     silver_seq: int,
     state: list[TableState],
     request: Request,
+    skip_keyless: bool = False,
 ) -> list[TablePlan]:
-    """The run's plan for every live table of the source (dropped tables are not in it)."""
+    """The run's plan for every live table of the source (dropped tables are not in it, nor, with
+    `skip_keyless`, tables without a handle key)."""
     recorded = {t.table_uid: t for t in state}
     changed = _changed_names(spark, source, state, consistent_ts)
     plans = []
     for table in _schema_versions(spark, source):
         latest = table.versions[-1]
         if latest["is_dropped"] or latest["valid_to_ts"] is not None:
+            continue
+        if skip_keyless and not latest["key_columns"]:
             continue
         live = [v for v in table.versions if not v["is_dropped"]]
         truncations = [v["valid_from_ts"] for v in table.versions if v["ddl_type"] in ("truncate_table", "snapshot")]

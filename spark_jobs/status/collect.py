@@ -149,7 +149,8 @@ class SourceStatus:
     history: list[RunRecord]
     version: int = FORMAT_VERSION
     publication: Publication | None = None  # the newest gold publication
-    keyless: list[str] = field(default_factory=list)  # upstream tables without a handle key: change tables in gold
+    keyless: list[str] = field(default_factory=list)  # upstream tables without a handle key
+    keyless_tables: str = "changes"  # what gold holds of them: the source's gold.keyless_tables
 
 
 def _one(spark, query: str, **args):
@@ -338,6 +339,7 @@ def collect_status(
         gaps=gaps,
         needing_snapshot=[f"{t.database}.{t.table}" for t in gold if t.needs_snapshot],
         keyless=[f"{t.database}.{t.table}" for t in gold if t.keyless],
+        keyless_tables=source.gold.keyless_tables,
         gold_tables=gold,
         history=[_run_record(spark, source.name, run, now_ms, layers, gold)],
         publication=publication,

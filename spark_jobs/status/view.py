@@ -87,6 +87,7 @@ def source_view(source: SourceSettings, snapshot: dict | None, broker: BrokerOff
         "gaps": snapshot["gaps"],
         "needing_snapshot": snapshot["needing_snapshot"],
         "keyless": snapshot.get("keyless", []),  # absent from a snapshot recorded before keyless tables were listed
+        "keyless_tables": snapshot.get("keyless_tables", "changes"),
         "gold_tables": snapshot["gold_tables"],
         "publication": snapshot.get("publication"),
     }

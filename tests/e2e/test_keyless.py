@@ -2,15 +2,20 @@
 `force-replicate`) has no row identity, so its gold table is its change table: one row per change, in commit
 order, deletes included with the row they deleted (README, "Tables without a key"). Redelivered messages
 (TiCDC is at least once) are the same changes and appear once; a keyed table of the same source stays its
-current state, and the run's checks pass for both. The status page lists the keyless table."""
+current state, and the run's checks pass for both. The status page lists the keyless table. With
+`gold.keyless_tables: skip` the next run drops its gold tables and publishes the rest."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 from spark_jobs.bronze.land import land_bronze
+from spark_jobs.config import GoldSettings
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
+from spark_jobs.gold.publish import latest_publication
 from spark_jobs.runtime.sql import quote_ident
 from spark_jobs.runtime.tables import SILVER_ROW_CHANGES
 from spark_jobs.silver.build import build_silver
@@ -112,4 +117,20 @@ def test_a_keyless_table_is_a_change_table_in_gold(spark, broker, source_config)
 
     record_status(spark, config, SOURCE, RunInfo("keyless-run", 0))
     (view,) = [v for v in status_views(config) if v["source"] == SOURCE]
-    assert view["keyless"] == ["shop.log_lines"]
+    assert (view["keyless"], view["keyless_tables"]) == (["shop.log_lines"], "changes")
+
+    source = dataclasses.replace(config.source(SOURCE), gold=GoldSettings(keyless_tables="skip"))
+    skipping = dataclasses.replace(config, sources=[source])
+    skipped = build_gold(spark, skipping, SOURCE)  # nothing new upstream: the setting alone makes the run
+    namespace = names.gold_namespace(SOURCE)
+    assert set(skipped.tables) == {f"{namespace}.{names.gold_table('shop', 'items')}"}
+    assert not spark.catalog.tableExists(f"{namespace}.{names.gold_table('shop', 'log_lines')}")
+    assert not spark.catalog.tableExists(f"{namespace}.{names.history_table('shop', 'log_lines')}")
+    assert {t["relation"] for t in latest_publication(spark, SOURCE)["tables"]} == {
+        f"{namespace}.{names.gold_table('shop', 'items')}",
+        f"{namespace}.{names.history_table('shop', 'items')}",
+    }
+    assert rows(spark, ITEMS) == [(tso(60), "insert", 2, "z"), (tso(60), "update", 1, "y")]
+    record_status(spark, skipping, SOURCE, RunInfo("keyless-skipped", 0))
+    (view,) = [v for v in status_views(skipping) if v["source"] == SOURCE]
+    assert (view["keyless"], view["keyless_tables"]) == (["shop.log_lines"], "skip")

@@ -105,6 +105,10 @@ def test_valid_config_loads_with_env_and_secrets(tmp_path, monkeypatch):
             "sources[1].schema_registry: required for protocol avro",
         ),
         (("name: orders_avro", "name: shop"), "sources[1].name: duplicate source name 'shop'"),
+        (
+            ("    topics: [shop_cdc]\n", "    topics: [shop_cdc]\n    gold: {keyless_tables: drop}\n"),
+            "sources[0].gold.keyless_tables: 'drop' is not allowed; allowed: changes, skip",
+        ),
     ],
 )
 def test_bad_config_names_file_key_and_allowed(tmp_path, change, message):
