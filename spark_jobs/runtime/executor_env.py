@@ -4,7 +4,8 @@ Spark documents two ways to get a package to executors: `--py-files` (pure-Pytho
 packed environment unpacked beside each executor. Ours decodes with orjson, fastavro, pyarrow and
 confluent-kafka, which are compiled, so only the packed environment works. It holds this package and what
 code on an executor imports: the package's dependencies without pyspark (each executor has its own
-`pyspark.zip`), plus pandas and numpy (PySpark's Arrow functions) and s3fs (snapshots and claim-check
+`pyspark.zip`), the Iceberg jars (the driver serves them) and dbt (it runs on the driver, or through the Thrift
+Server), plus pandas and numpy (PySpark's Arrow functions) and s3fs (snapshots and claim-check
 files in an object store), at the versions of `requirements.lock`. It is a relocatable venv: its
 `bin/python` is the base interpreter of the machine it was built on, so executors need the same Python
 3.11 at the same path (true of the project's image and of a loopback cluster).
@@ -31,14 +32,21 @@ from spark_jobs.errors import ConfigError
 log = logging.getLogger(__name__)
 
 EXTRA_REQUIREMENTS = ("pandas", "numpy", "s3fs")
+# what no executor imports (test_packaging checks that decoding, landing and loading import none of them):
+# each would add its whole dependency tree to every executor's unpacking
+DRIVER_ONLY = ("pyspark", "snowpark-connect-deps-iceberg", "dbt-core", "dbt-spark")
 LOCK = PROJECT_ROOT / "requirements.lock"
 
 
 def executor_requirements() -> list[str]:
-    """The package's dependencies for executors: pyproject's without pyspark, plus EXTRA_REQUIREMENTS."""
+    """The package's dependencies for executors: pyproject's without DRIVER_ONLY, plus EXTRA_REQUIREMENTS."""
     declared = importlib.metadata.requires("ticdc-lakehouse") or []
-    kept = [r for r in declared if "extra ==" not in r and not re.match(r"pyspark\b", r)]
+    kept = [r for r in declared if "extra ==" not in r and _name(r) not in DRIVER_ONLY]
     return kept + list(EXTRA_REQUIREMENTS)
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0].lower().replace("_", "-")
 
 
 def _fingerprint() -> str:

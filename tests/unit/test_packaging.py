@@ -75,3 +75,35 @@ def test_the_installed_product_runs_without_the_kit(installed, tmp_path):
     bad.write_text("sources: [{name: x}]\n")
     refused = run(lake, "config", "--config", bad, cwd=tmp_path)
     assert refused.returncode == 2 and f"{bad}: sources[0]: missing required key 'protocol'" in refused.stderr
+
+
+EXECUTOR_CHECK = """
+import importlib, sys
+from spark_jobs.runtime.executor_env import DRIVER_ONLY
+
+blocked = {name.replace("-", "_") for name in DRIVER_ONLY if name != "pyspark"} | {"dbt", "pyhive"}  # pyspark.zip: theirs
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ImportError(f"an executor has no {name}")
+
+sys.meta_path.insert(0, Refuse())
+for module in sys.argv[1:]:
+    importlib.import_module(module)
+"""
+
+
+def test_what_executors_run_imports_nothing_their_environment_leaves_out():
+    """The executors' environment (cluster mode) leaves out dbt and the Iceberg jars: the modules whose functions
+    run in Spark tasks (landing, decoding, snapshot loading, daily tables) must import without them."""
+    modules = [
+        "spark_jobs.bronze.land",
+        "spark_jobs.silver.decode",
+        "spark_jobs.silver.build",
+        "spark_jobs.backfill.snapshot",
+        "spark_jobs.backfill.dumpling",
+        "spark_jobs.backfill.daily",
+    ]
+    done = subprocess.run([sys.executable, "-c", EXECUTOR_CHECK, *modules], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
