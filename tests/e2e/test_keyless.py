@@ -111,9 +111,7 @@ def test_a_keyless_table_is_a_change_table_in_gold(spark, broker, source_config)
     ).collect()[0][0]
     assert stored == len(changes)
 
-    again = build_gold(spark, config, SOURCE, rebuild=True)  # a rebuild gives the same change table
-    assert again.tables[f"{names.gold_namespace(SOURCE)}.{names.gold_table('shop', 'log_lines')}"] == len(changes)
-    assert rows(spark, LOG) == changes
+    # a rebuild equal to the incremental change table: the oracle (test_gold_oracle.py, Canal-JSON)
 
     record_status(spark, config, SOURCE, RunInfo("keyless-run", 0))
     (view,) = [v for v in status_views(config) if v["source"] == SOURCE]
