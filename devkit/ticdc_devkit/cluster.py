@@ -212,6 +212,9 @@ class LoopbackCluster:
             "hive.async.log.enabled": "false",  # else NoClassDefFoundError: com/lmax/disruptor/EventTranslatorVararg
             # gold replaces a table in one commit when a DDL changed a column's type (Iceberg owns the schema)
             "hive.metastore.disallow.incompatible.col.type.changes": "false",
+            # concurrent requests must not share a half-built compiled query (spark_session.py, embedded mode)
+            "datanucleus.cache.queryCompilation.type": "none",
+            "datanucleus.cache.queryCompilationDatastore.type": "none",
         }
         properties = "".join(
             f"<property><name>{escape(k)}</name><value>{escape(v)}</value></property>" for k, v in settings.items()

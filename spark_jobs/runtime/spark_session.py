@@ -80,6 +80,11 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
                 # must not refuse that (Iceberg, not Hive, owns the schema)
                 "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
                 "spark.hadoop.hive.metastore.schema.verification": "false",
+                # DataNucleus 4.1 shares a compiled metastore query between threads and may read it half-built
+                # (NullPointerException "keyIdx is null" in an Iceberg commit while dbt's threads commit): each
+                # query is compiled by its own thread instead (docs/architecture.md, decision 11)
+                "spark.hadoop.datanucleus.cache.queryCompilation.type": "none",
+                "spark.hadoop.datanucleus.cache.queryCompilationDatastore.type": "none",
                 "spark.driver.extraJavaOptions": f"-Dderby.system.home={paths['derby_home']} -Djava.io.tmpdir={paths['tmp']}",
                 "spark.local.dir": str(paths["tmp"]),
                 "spark.driver.bindAddress": "127.0.0.1",
