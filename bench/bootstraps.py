@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import fresh_lake, run_child, summary_row, write_summary  # noqa: E402
+from bench.harness import bench_pipeline, fresh_lake, run_child, summary_row, write_summary  # noqa: E402
 from ticdc_devkit.broker import EmbeddedBroker, produce  # noqa: E402
 from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark  # noqa: E402
 from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream  # noqa: E402
@@ -95,7 +95,7 @@ def a_day(every: list[Table], start_ms: int, hours: float, interval_s: int) -> l
 
 
 def bench_config(bootstrap: str, lake_dir: Path):
-    from spark_jobs.config import KafkaSettings, PipelineConfig, RuntimeSettings, SourceSettings, SparkSettings
+    from spark_jobs.config import KafkaSettings, SourceSettings
 
     source = SourceSettings(
         name=SOURCE,
@@ -104,14 +104,7 @@ def bench_config(bootstrap: str, lake_dir: Path):
         topics=[TOPIC],
         options=dict(EXTENSION_OPTIONS[PROTOCOL]),
     )
-    runtime = RuntimeSettings(
-        mode="embedded",
-        local_dir=str(lake_dir),
-        spark=SparkSettings(
-            master="local[2]", driver_memory="4g", shuffle_partitions=2, conf={"spark.ui.showConsoleProgress": "false"}
-        ),
-    )
-    return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-bootstraps.yaml")
+    return bench_pipeline([source], lake_dir, "bench-bootstraps", "4g", shuffle_partitions=2)
 
 
 def carry(spark, config, bootstrap: str, events: list, partitions: int) -> dict:

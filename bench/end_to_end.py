@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import fresh_lake, run_child, summary_row, write_summary  # noqa: E402
+from bench.harness import bench_pipeline, fresh_lake, run_child, summary_row, write_summary  # noqa: E402
 from bench.land import TOPIC, floor_consume  # noqa: E402
 from bench.silver import CHUNK_ROWS, PARTITIONS, OrdersStream, _cache_parse_type, parse_only_function, timed  # noqa: E402
 from ticdc_devkit.broker import EmbeddedBroker, produce  # noqa: E402
@@ -112,10 +112,7 @@ def bench_config(bootstrap: str, lake_dir: Path, cap: int, fetch_bytes: int | No
     from spark_jobs.config import (
         KafkaSettings,
         LandingSettings,
-        PipelineConfig,
-        RuntimeSettings,
         SourceSettings,
-        SparkSettings,
     )
 
     source = SourceSettings(
@@ -129,14 +126,7 @@ def bench_config(bootstrap: str, lake_dir: Path, cap: int, fetch_bytes: int | No
         options=dict(EXTENSION_OPTIONS[PROTOCOL]),
         landing=LandingSettings(max_records_per_run=cap),
     )
-    runtime = RuntimeSettings(
-        mode="embedded",
-        local_dir=str(lake_dir),
-        spark=SparkSettings(
-            master="local[2]", driver_memory="4g", shuffle_partitions=4, conf={"spark.ui.showConsoleProgress": "false"}
-        ),
-    )
-    return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-end-to-end.yaml")
+    return bench_pipeline([source], lake_dir, "bench-end-to-end", "4g")
 
 
 def pipeline(spark, config) -> dict:

@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import fresh_lake, run_child, summary_row, write_summary  # noqa: E402
+from bench.harness import bench_pipeline, fresh_lake, run_child, summary_row, write_summary  # noqa: E402
 
 BENCH_DIR = ROOT / ".local" / "bench" / "gold"
 SOURCE = "bench"
@@ -191,7 +191,7 @@ def delta_plan(size: int, delta: int, run: int) -> str:
 
 
 def bench_config(lake_dir: Path, source_name: str = SOURCE, topic: str = TOPIC, options: dict | None = None):
-    from spark_jobs.config import KafkaSettings, PipelineConfig, RuntimeSettings, SourceSettings, SparkSettings
+    from spark_jobs.config import KafkaSettings, SourceSettings
 
     source = SourceSettings(
         name=source_name,
@@ -200,14 +200,7 @@ def bench_config(lake_dir: Path, source_name: str = SOURCE, topic: str = TOPIC, 
         topics=[topic],
         options=options or {},
     )
-    runtime = RuntimeSettings(
-        mode="embedded",
-        local_dir=str(lake_dir),
-        spark=SparkSettings(
-            master="local[2]", driver_memory="6g", shuffle_partitions=8, conf={"spark.ui.showConsoleProgress": "false"}
-        ),
-    )
-    return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-gold.yaml")
+    return bench_pipeline([source], lake_dir, "bench-gold", "6g", shuffle_partitions=8)
 
 
 class DbtTimer:

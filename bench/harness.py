@@ -42,6 +42,21 @@ def run_child(cmd: list[str], result_prefix: str, case: str) -> dict | None:
     return found
 
 
+def bench_pipeline(sources: list, lake_dir: Path, name: str, driver_memory: str, shuffle_partitions: int = 4):
+    """The configuration a benchmark's child runs: the sources given, embedded Spark `local[2]` with its lakehouse
+    under `lake_dir`, no console progress bars."""
+    from spark_jobs.config import PipelineConfig, RuntimeSettings, SparkSettings
+
+    spark = SparkSettings(
+        master="local[2]",
+        driver_memory=driver_memory,
+        shuffle_partitions=shuffle_partitions,
+        conf={"spark.ui.showConsoleProgress": "false"},
+    )
+    runtime = RuntimeSettings(mode="embedded", local_dir=str(lake_dir), spark=spark)
+    return PipelineConfig(sources=sources, runtime=runtime, path=lake_dir / f"{name}.yaml")
+
+
 def summary_row(
     benchmark: str, case: str, figure: str, floor: str, ratio: float | None, goal: str | None = None
 ) -> dict:

@@ -67,7 +67,7 @@ if str(ROOT) not in sys.path:
 
 import orjson  # noqa: E402
 
-from bench.harness import fresh_lake, run_child, summary_row, write_summary  # noqa: E402
+from bench.harness import bench_pipeline, fresh_lake, run_child, summary_row, write_summary  # noqa: E402
 from ticdc_devkit.broker import EmbeddedBroker, produce  # noqa: E402
 from ticdc_devkit.simulator.model import Message  # noqa: E402
 
@@ -392,10 +392,7 @@ def bench_config(bootstrap: str, lake_dir: Path, cap: int):
     from spark_jobs.config import (
         KafkaSettings,
         LandingSettings,
-        PipelineConfig,
-        RuntimeSettings,
         SourceSettings,
-        SparkSettings,
     )
 
     source = SourceSettings(
@@ -406,12 +403,7 @@ def bench_config(bootstrap: str, lake_dir: Path, cap: int):
         options={"enable-tidb-extension": True},
         landing=LandingSettings(max_records_per_run=cap),
     )
-    runtime = RuntimeSettings(
-        mode="embedded",
-        local_dir=str(lake_dir),
-        spark=SparkSettings(master="local[2]", driver_memory="2g", conf={"spark.ui.showConsoleProgress": "false"}),
-    )
-    return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-land.yaml")
+    return bench_pipeline([source], lake_dir, "bench-land", "2g")
 
 
 def timed_run(spark, config, source: str = SOURCE) -> tuple[float, int, dict[str, float], int]:
@@ -624,23 +616,15 @@ RECORDS_GOAL = 1.5  # records over a few of 40 topics / the same records on one 
 
 
 def topics_config(bootstrap: str, lake_dir: Path):
-    from spark_jobs.config import KafkaSettings, PipelineConfig, RuntimeSettings, SourceSettings, SparkSettings
+    from spark_jobs.config import KafkaSettings, SourceSettings
 
     def source(name: str, **topics) -> SourceSettings:
         kafka = KafkaSettings(bootstrap_servers=bootstrap)
         options = {"enable-tidb-extension": True}
         return SourceSettings(name=name, protocol="canal-json", kafka=kafka, options=options, **topics)
 
-    runtime = RuntimeSettings(
-        mode="embedded",
-        local_dir=str(lake_dir),
-        spark=SparkSettings(master="local[2]", driver_memory="2g", conf={"spark.ui.showConsoleProgress": "false"}),
-    )
-    return PipelineConfig(
-        sources=[source(MANY, topic_pattern=MANY_PREFIX + r"\d+"), source(ONE, topics=[ONE_TOPIC])],
-        runtime=runtime,
-        path=lake_dir / "bench-land-topics.yaml",
-    )
+    sources = [source(MANY, topic_pattern=MANY_PREFIX + r"\d+"), source(ONE, topics=[ONE_TOPIC])]
+    return bench_pipeline(sources, lake_dir, "bench-land-topics", "2g")
 
 
 class LineCounter(logging.Handler):

@@ -61,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import fresh_lake, run_child, summary_row, write_summary  # noqa: E402
+from bench.harness import bench_pipeline, fresh_lake, run_child, summary_row, write_summary  # noqa: E402
 from spark_jobs.codecs import PROTOCOLS, needs_partition_order  # noqa: E402
 from ticdc_devkit.registry import running_registry  # noqa: E402
 from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark  # noqa: E402
@@ -524,11 +524,8 @@ def profile_decode(protocol: str, options: dict, sample) -> dict:
 def bench_config(protocol: str, lake_dir: Path, registry_url: str | None):
     from spark_jobs.config import (
         KafkaSettings,
-        PipelineConfig,
-        RuntimeSettings,
         SchemaRegistrySettings,
         SourceSettings,
-        SparkSettings,
     )
 
     source = SourceSettings(
@@ -539,14 +536,7 @@ def bench_config(protocol: str, lake_dir: Path, registry_url: str | None):
         options=dict(EXTENSION_OPTIONS[protocol]),
         schema_registry=SchemaRegistrySettings(url=registry_url) if registry_url else None,
     )
-    runtime = RuntimeSettings(
-        mode="embedded",
-        local_dir=str(lake_dir),
-        spark=SparkSettings(
-            master="local[2]", driver_memory="4g", shuffle_partitions=4, conf={"spark.ui.showConsoleProgress": "false"}
-        ),
-    )
-    return PipelineConfig(sources=[source], runtime=runtime, path=lake_dir / "bench-silver.yaml")
+    return bench_pipeline([source], lake_dir, "bench-silver", "4g")
 
 
 def timed(label: str, fn: Callable[[], Any], repeats: int = REPEATS) -> float:

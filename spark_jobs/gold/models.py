@@ -164,48 +164,31 @@ def _described_table(model: GoldModel) -> str:
 
 
 def _model_yaml(model: GoldModel) -> dict:
-    if not model.key_columns:
-        return _change_table_yaml(model)
-    columns: list[dict] = [
-        {
-            "name": "_row_key",
-            "description": "JSON array of the handle-key values: identifies the upstream row (unique, not null: "
-            "the source's run checks, gold_run_checks).",
-        },
-        {"name": "_commit_ts", "description": "TiDB commit timestamp (TSO) of the row's newest change."},
-        {"name": "_op", "description": "The newest change applied to the row: insert or update."},
-    ]
-    return {
-        "name": model.name,
-        "description": (
+    """A keyed table's gold model holds its current state; a table without a handle key has no row identity
+    upstream, so its gold model is its change table (README, "Tables without a key")."""
+    checked = "(unique, not null: the source's run checks, gold_run_checks)"
+    if model.key_columns:
+        row_key = f"JSON array of the handle-key values: identifies the upstream row {checked}."
+        commit_ts, op = "of the row's newest change", "The newest change applied to the row: insert or update."
+        what = (
             f"Current state of {_described_table(model)}, as of the source's consistent TiDB timestamp (the "
             "source's newest row in gold.publications), in the table's latest schema. Generated from silver's DDL "
             "history; checked by the source's gold_run_checks."
-        ),
-        "columns": columns + _upstream_columns(model),
-    }
-
-
-def _change_table_yaml(model: GoldModel) -> dict:
-    """A table without a handle key has no row identity upstream: its gold table is its change table."""
-    columns: list[dict] = [
-        {
-            "name": "_row_key",
-            "description": "The change's identity (its commit ts, op and images as JSON): unique, not null (the "
-            "source's run checks, gold_run_checks).",
-        },
-        {"name": "_commit_ts", "description": "TiDB commit timestamp (TSO) of the change."},
-        {"name": "_op", "description": "The change: insert, update (the row after it) or delete (the row before it)."},
-    ]
-    return {
-        "name": model.name,
-        "description": (
+        )
+    else:
+        row_key = f"The change's identity (its commit ts, op and images as JSON) {checked}."
+        commit_ts, op = "of the change", "The change: insert, update (the row after it) or delete (the row before it)."
+        what = (
             f"Change table of {_described_table(model)}, which has no primary key or NOT NULL unique key, so its "
             "rows have no identity: every change up to the source's consistent TiDB timestamp, one row each, in the "
             "table's latest schema (README, \"Tables without a key\"). Checked by the source's gold_run_checks."
-        ),
-        "columns": columns + _upstream_columns(model),
-    }
+        )
+    columns: list[dict] = [
+        {"name": "_row_key", "description": row_key},
+        {"name": "_commit_ts", "description": f"TiDB commit timestamp (TSO) {commit_ts}."},
+        {"name": "_op", "description": op},
+    ]
+    return {"name": model.name, "description": what, "columns": columns + _upstream_columns(model)}
 
 
 def _history_yaml(model: GoldModel) -> dict:
