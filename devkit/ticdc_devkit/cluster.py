@@ -357,6 +357,8 @@ class LoopbackCluster:
         api = api_port or (self.port("airflow-api-server") if "airflow-api-server" in self.services else None)
         env = {
             "AIRFLOW_HOME": str(self.directory / "airflow"),
+            # SQLite's 5 s default wait for a lock is too short for three Airflow processes on two busy cores
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.directory / 'airflow' / 'airflow.db'}?timeout=60",
             "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",

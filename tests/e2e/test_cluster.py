@@ -81,13 +81,13 @@ def in_cluster_mode(cluster: LoopbackCluster, *args: str, check: bool = True) ->
 
 class ThriftReader(threading.Thread):
     """Counts a table's rows through the Thrift Server every few seconds until stopped: what it read, and any
-    error other than the table not existing yet, with the moment it came."""
+    error other than the table not existing yet, with the moments its read started and failed."""
 
     def __init__(self, cluster: LoopbackCluster, tables: list[str]):
         super().__init__(daemon=True)
         self.port, self.tables = cluster.port("thrift-server"), tables
         self.reads: list[tuple[str, int]] = []
-        self.errors: list[tuple[float, str]] = []
+        self.errors: list[tuple[float, float, str]] = []
         self.stopped = threading.Event()
 
     def run(self):
@@ -96,12 +96,19 @@ class ThriftReader(threading.Thread):
         cursor = hive.connect(host="127.0.0.1", port=self.port, username="test").cursor()
         while not self.stopped.wait(3):
             for table in self.tables:
+                started = time.monotonic()
                 try:
                     cursor.execute(f"SELECT count(*) FROM {table} WHERE source = 'shop'")
                     self.reads.append((table, cursor.fetchall()[0][0]))
                 except Exception as exc:
                     if "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
-                        self.errors.append((time.monotonic(), f"{table}: {str(exc)[:300]}"))
+                        self.errors.append((started, time.monotonic(), f"{table}: {_thrift_error(exc)}"))
+
+
+def _thrift_error(exc: Exception) -> str:
+    """The server's own error message (the exception's text starts with a Java stack trace)."""
+    status = getattr(exc.args[0], "status", None) if exc.args else None
+    return (getattr(status, "errorMessage", None) or str(exc))[:1500]
 
 
 class WorkerKiller(threading.Thread):
@@ -185,7 +192,9 @@ def test_ingest_dag_on_the_cluster_with_its_worker_killed_mid_decode_builds_gold
     # a second application read the tables while the run wrote them, and saw every landed record at the end;
     # only the reads the worker's kill cut short (its executors died with it) may have failed
     assert killer.back_at is not None
-    assert not [e for at, e in reader.errors if not killer.killed_at <= at <= killer.back_at + 60], reader.errors
+    window = (killer.killed_at, killer.back_at + 60)
+    outside = [e for started, failed, e in reader.errors if failed < window[0] or started > window[1]]
+    assert not outside, f"reads failed outside the kill (at {window[0]:.0f}, back by {window[1]:.0f}): {reader.errors}"
     bronze_reads = [n for table, n in reader.reads if table == BRONZE_MESSAGES]
     assert bronze_reads and bronze_reads[-1] == published, (bronze_reads, published)
     assert any(n for table, n in reader.reads if table == SILVER_ROW_CHANGES)

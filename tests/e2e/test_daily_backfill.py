@@ -81,7 +81,9 @@ class Airflow:
         self.env = {
             **os.environ,
             "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.db}",
+            # SQLite's 5 s default wait for a lock is too short for Airflow's processes on two busy cores: a
+            # `backfill create` failed on "database is locked" while the scheduler wrote
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.db}?timeout=60",
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
