@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.jvm_archive import spark_submit_opts
+
 REPO = Path(__file__).resolve().parent.parent
 TEST_ROOT = REPO / ".local" / "tests"
 TEST_HOME = TEST_ROOT / f"run-{os.getpid()}"
@@ -35,8 +37,9 @@ os.environ.update(
 # small data for seconds to minutes, where C2's compilations cost more CPU than they save: C1 alone takes nearly
 # half off a short run's JVM CPU on two cores (docs/environment.md). Only the JIT differs; what runs is the same.
 # C1 alone would also shrink the code cache to 48 MB, which a long run's generated code fills ("Out of space in
-# CodeCache"): it keeps the default's 240 MB.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
+# CodeCache"): it keeps the default's 240 MB. Where `make test` built the class archive, every JVM maps it
+# (tests/jvm_archive.py): half of a JVM start's CPU again.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_submit_opts())
 
 TEST_CONFIG = """
 runtime:
