@@ -45,6 +45,7 @@ LONG_LOG := .local/test-long.log
 
 test: venv check-java check-browser
 	@mkdir -p .local
+	@$(BIN)/python -m tests.jvm_archive
 	@$(BIN)/python -m pytest -m "long or cluster" -p no:cacheprovider --basetemp=.local/pytest-long > $(LONG_LOG) 2>&1 & long=$$!; \
 	trap 'kill $$long 2>/dev/null' INT TERM; \
 	$(BIN)/python -m pytest -m "not long and not cluster"; suite=$$?; \
