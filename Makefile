@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint format bench bench-decode bench-land bench-silver bench-gold lock venv check-java check-browser clean cluster-up cluster-demo cluster-down
+.PHONY: demo test test-fast lint format bench bench-decode bench-land bench-silver bench-gold lock venv check-java check-browser check-mariadb clean cluster-up cluster-demo cluster-down
 
 venv: $(STAMP)
 
@@ -34,6 +34,16 @@ check-browser:
 		&& test -x $(CHROMIUM); } \
 		|| { echo "Chromium is required for the browser tests: run 'apt-get install -y chromium' as root"; exit 1; }
 
+# Reconciliation's live path is tested against Debian's MariaDB (a real MySQL-protocol server on loopback):
+# installed when missing if we are root, otherwise one line says what to do.
+MARIADBD := /usr/sbin/mariadbd
+
+check-mariadb:
+	@test -x $(MARIADBD) || { test "$$(id -u)" = 0 \
+		&& apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mariadb-server >/dev/null 2>&1 \
+		&& test -x $(MARIADBD); } \
+		|| { echo "MariaDB is required for the reconciliation tests: run 'apt-get install -y mariadb-server' as root"; exit 1; }
+
 demo: venv check-java
 	$(BIN)/ticdc-kit demo
 
@@ -43,7 +53,7 @@ demo: venv check-java
 # after the suite, while the kill loops still run. Their report follows the suite's, and any failing fails the target.
 LONG_LOG := .local/test-long.log
 
-test: venv check-java check-browser
+test: venv check-java check-browser check-mariadb
 	@mkdir -p .local
 	@$(BIN)/python -m tests.jvm_archive
 	@$(BIN)/python -m pytest -m "long or cluster" -p no:cacheprovider --basetemp=.local/pytest-long > $(LONG_LOG) 2>&1 & long=$$!; \

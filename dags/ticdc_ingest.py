@@ -13,7 +13,7 @@ def gold_asset(source_name: str) -> Asset:
     return Asset(f"ticdc-lake://gold/{source_name}")
 
 
-def ingest_dag(source_name: str):
+def ingest_dag(source_name: str, reconciled: bool = False):
     @dag(
         dag_id=f"ticdc_ingest__{source_name}",
         schedule=timedelta(minutes=10),
@@ -65,7 +65,10 @@ def ingest_dag(source_name: str):
            send them);
         6. **record_status**: the numbers of the status page (Browse > Pipeline status), read from the
            tables; it runs even when a layer failed, since that is when the page is looked at;
-        7. **generate_docs**: `dbt docs generate` against the gold tables just built (Browse > dbt docs).
+        7. **generate_docs**: `dbt docs generate` against the gold tables just built (Browse > dbt docs);
+        8. **reconcile** (only for a source with `reconcile.against` set): every table as of the published
+           timestamp against that upstream (a live TiDB, or a Dumpling export at its own TSO), into
+           `gold.reconciliations` and the status page; a table that differs fails the task (one alert line).
 
         Every task is idempotent: running it again for the same input changes nothing. Runs of one
         source never overlap. The task logs say what happened in numbers. A failed task is retried with
@@ -126,14 +129,31 @@ def ingest_dag(source_name: str):
             built = published["built"]
             return {"gold_tables": len(published["tables"]), **steps.generate_docs(source_name, built).xcom()}
 
+        @task
+        def reconcile(published: dict) -> dict:
+            """Compare gold with the source's `reconcile.against` upstream; returns every table's outcome, and
+            fails without a retry when one differs (the outcome is recorded first)."""
+            from airflow.sdk.exceptions import AirflowFailException
+
+            from spark_jobs.errors import ReconcileMismatchError
+
+            try:
+                return steps.reconcile(source_name).xcom()
+            except ReconcileMismatchError as exc:
+                raise AirflowFailException(str(exc)) from None
+
         # record_status is not last: a DAG run's state is its last tasks', and it succeeds after a failed layer
         published = publish_gold()
         check_config() >> land() >> decode() >> published
         check_freshness(published)
-        record_status(published) >> generate_docs(published)
+        status, docs = record_status(published), generate_docs(published)
+        status >> docs
+        if reconciled:  # a table that differs fails the run: the docs wait for the check, the status does not
+            reconcile(published) >> [status, docs]
 
     return ingest()
 
 
+_reconciled = set(steps.reconciled_sources())
 for _name in steps.configured_sources():
-    globals()[f"ticdc_ingest__{_name}"] = ingest_dag(_name)
+    globals()[f"ticdc_ingest__{_name}"] = ingest_dag(_name, _name in _reconciled)

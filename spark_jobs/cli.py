@@ -124,6 +124,22 @@ def cmd_as_of(args) -> int:
     return _printed(result)
 
 
+def cmd_reconcile(args) -> int:
+    """Exit 1 when a table differs from the upstream (the outcome is recorded either way)."""
+    result = steps.reconcile(
+        args.source,
+        args.against,
+        args.config,
+        tables=",".join(args.tables) if args.tables else None,
+        diff=args.diff,
+        ts=args.ts,
+        csv={f.name: getattr(args, f.name) for f in steps.CSV_FIELDS},
+        fail_on_mismatch=False,
+    )
+    _printed(result)
+    return 1 if result.mismatched else 0
+
+
 def cmd_rebuild(args) -> int:
     tables = ",".join(args.table) if args.table else None
     return _printed(steps.rebuild({"source": args.source, "layer": args.layer, "tables": tables}, args.config))
@@ -177,6 +193,16 @@ def _source_command(sub, name: str, func: Callable, text: str) -> argparse.Argum
     p.add_argument("--config")
     p.set_defaults(func=func)
     return p
+
+
+def _csv_arguments(p: argparse.ArgumentParser) -> None:
+    """Dumpling's `--csv-*` options, for a command that reads an export."""
+    for field in steps.CSV_FIELDS:
+        flag = "--" + field.name.replace("_", "-")
+        if isinstance(field.default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=field.default, help=field.help)
+        else:
+            p.add_argument(flag, default=field.default, help=f"{field.help} (default {field.default})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -244,6 +270,20 @@ def build_parser() -> argparse.ArgumentParser:
     moment.add_argument("--time", help="an ISO time (UTC unless it says): every commit up to that millisecond")
     p.add_argument("--limit", type=int, default=50, help="rows to show")
 
+    p = _source_command(sub, "reconcile", cmd_reconcile, "compare the lakehouse with the upstream at a TSO")
+    p.add_argument(
+        "--against",
+        metavar="PATH_OR_URL",
+        help="a Dumpling export (at its TSO), mysql://user@host:port (password from $TICDC_UPSTREAM_PASSWORD) "
+        "or airflow:CONN_ID (default: the source's reconcile.against)",
+    )
+    p.add_argument("--tables", action="append", help="database.table,... (default: every table of either side)")
+    p.add_argument(
+        "--diff", action=argparse.BooleanOptionalAction, default=None, help="list the keys of differing rows"
+    )
+    p.add_argument("--ts", type=int, help="the TSO to compare a live upstream at (default: gold's consistent ts)")
+    _csv_arguments(p)
+
     p = sub.add_parser("backfill", help="load what the change stream cannot give: a Dumpling export")
     kinds = p.add_subparsers(dest="backfill", required=True)
     p = _source_command(
@@ -255,12 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="from_location", required=True, metavar="PATH_OR_URL", help="the export directory")
     p.add_argument("--tables", action="append", help="database.table,... (default: every table of the export)")
     p.add_argument("--force", action="store_true", help="load even though gold is published past the export's TSO")
-    for field in steps.CSV_FIELDS:
-        flag = "--" + field.name.replace("_", "-")
-        if isinstance(field.default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=field.default, help=field.help)
-        else:
-            p.add_argument(flag, default=field.default, help=f"{field.help} (default {field.default})")
+    _csv_arguments(p)
 
     p = sub.add_parser("thrift-server", help="run the Spark Thrift Server for dbt (cluster mode), in the foreground")
     p.add_argument("--config")

@@ -110,6 +110,16 @@ KEYLESS_TABLE_MODES = ("changes", "skip")
 
 
 @dataclass(frozen=True)
+class ReconcileSettings:
+    """What the ingest DAG's `reconcile` task compares gold with after every run (README, "Reconciliation"): a
+    Dumpling export's location, `mysql://user@host:port` (the password from $TICDC_UPSTREAM_PASSWORD) or
+    `airflow:CONN_ID`. Unset: the DAG has no reconcile task."""
+
+    against: str | None = None
+    diff: bool = False  # list the keys of differing rows, not only the counts and hashes
+
+
+@dataclass(frozen=True)
 class SourceSettings:
     name: str
     protocol: str
@@ -121,6 +131,7 @@ class SourceSettings:
     landing: LandingSettings = field(default_factory=LandingSettings)
     decoding: DecodingSettings = field(default_factory=DecodingSettings)
     gold: GoldSettings = field(default_factory=GoldSettings)
+    reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)
 
 
 @dataclass(frozen=True)
@@ -351,14 +362,29 @@ def config_path(path: str | Path | None = None) -> Path:
     return Path(path or os.environ.get("TICDC_LAKE_CONFIG") or DEFAULT_CONFIG).resolve()
 
 
-def configured_source_names(path: str | Path | None = None) -> list[str]:
-    """Source names only, without validating: cheap enough for DAG parsing (each run validates)."""
+def _unvalidated_sources(path: str | Path | None) -> list[dict]:
+    """The sources as the file has them, named ones only, without validating: cheap enough for DAG parsing
+    (each run validates)."""
     try:
         doc = yaml.safe_load(config_path(path).read_text()) or {}
     except (OSError, yaml.YAMLError):
         return []
     sources = doc.get("sources") if isinstance(doc, dict) else None
-    return [s["name"] for s in sources or [] if isinstance(s, dict) and isinstance(s.get("name"), str)]
+    return [s for s in sources or [] if isinstance(s, dict) and isinstance(s.get("name"), str)]
+
+
+def configured_source_names(path: str | Path | None = None) -> list[str]:
+    """Source names only, without validating."""
+    return [s["name"] for s in _unvalidated_sources(path)]
+
+
+def reconciled_source_names(path: str | Path | None = None) -> list[str]:
+    """The sources with `reconcile.against` set, without validating: whose ingest DAG has a reconcile task."""
+    return [
+        s["name"]
+        for s in _unvalidated_sources(path)
+        if isinstance(s.get("reconcile"), dict) and s["reconcile"].get("against")
+    ]
 
 
 def load_config(path: str | Path | None = None) -> PipelineConfig:

@@ -92,6 +92,10 @@ class IncompleteDayError(RuntimeError):
     """A daily as-of day ends after the source's consistent timestamp: its tables are not known to its end yet."""
 
 
+class ReconcileMismatchError(RuntimeError):
+    """A reconciliation found tables whose rows differ from the upstream's (recorded in gold.reconciliations)."""
+
+
 class TransientFault(RuntimeError):
     """A service was unreachable, timed out or refused the credentials: not the data's fault, so retry.
 

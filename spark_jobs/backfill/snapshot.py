@@ -81,8 +81,9 @@ def load_snapshot(
 
     source = config.source(source_name)
     started = time.monotonic()
-    fs, root = _filesystem(location)
-    export, chosen = _plan(fs, root, location, tables)
+    plan = read_export(location, tables, "backfill snapshot --from")
+    export, chosen, statements, schemas = plan.export, plan.chosen, plan.statements, plan.schemas
+    _refuse_keyless(source.name, schemas)
     ensure_tables(spark, "bronze")  # a lakehouse may start with the export, before anything landed
     ensure_tables(spark, "silver")
     earlier = snapshot_loads.load_record(spark, source.name, location, export.snapshot_ts)
@@ -94,18 +95,7 @@ def load_snapshot(
                if {f"{d}.{t}" for d, t in chosen} <= set(r["tables"])]  # fmt: skip
     if behind and not same_ts:
         raise _behind(source.name, cast(int, published), export.snapshot_ts)
-    statements = [
-        {
-            "database": database,
-            "table": table,
-            "ddl_sql": dumpling.create_statement(_read(fs, root, export.schemas[(database, table)]), name),
-            "topic": f"dumpling:{name}",
-        }
-        for (database, table), name in sorted(export.schemas.items())
-        if (database, table) in chosen
-    ]
-    files = [f for f in export.data_files if (f.database, f.table) in chosen]
-    schemas = _read_schemas(source.name, export.snapshot_ts, statements)
+    files = plan.files
     log.info(
         "source %s: loading the snapshot at TSO %d from %s: %d tables, %d data files",
         source.name,
@@ -115,7 +105,7 @@ def load_snapshot(
         len(files),
     )
     # every file is read before anything is written: an export that does not read changes nothing
-    parsed, counts = _parse_rows(spark, location, export.snapshot_ts, files, schemas, csv, progress)
+    parsed, counts = parse_rows(spark, plan, csv, progress, "backfill snapshot --from")
     if same_ts and _holds_the_same_rows(spark, source.name, export.snapshot_ts, parsed, chosen):
         if parsed is not None:
             parsed.unpersist()
@@ -193,20 +183,56 @@ def _holds_the_same_rows(spark, source: str, snapshot_ts: int, parsed, chosen) -
     return fingerprint(kept) == fingerprint(loaded)
 
 
-def _read_schemas(source: str, snapshot_ts: int, statements: list[dict]) -> dict[tuple[str, str], dict]:
+@dataclass(frozen=True)
+class ExportPlan:
+    """An export as read before any row: its TSO, the tables chosen, their CREATE statements (as `snapshot` DDL
+    events) and schemas (as the one DDL interpreter reads them), and their data files."""
+
+    location: str
+    export: dumpling.Export
+    chosen: set[tuple[str, str]]
+    statements: list[dict]
+    schemas: dict[tuple[str, str], dict]
+
+    @property
+    def files(self) -> list[dumpling.DataFile]:
+        return [f for f in self.export.data_files if (f.database, f.table) in self.chosen]
+
+
+def read_export(location: str, tables: frozenset[tuple[str, str]] | None, what: str) -> ExportPlan:
+    """The export at `location` (a directory or an fsspec URL), its tables (or those of `tables`) read as far as
+    their schemas; a location that is not a readable export raises ConfigError naming `what` was asked."""
+    fs, root = _filesystem(location, what)
+    export, chosen = _plan(fs, root, location, tables, what)
+    statements = [
+        {
+            "database": database,
+            "table": table,
+            "ddl_sql": dumpling.create_statement(_read(fs, root, export.schemas[(database, table)]), name),
+            "topic": f"dumpling:{name}",
+        }
+        for (database, table), name in sorted(export.schemas.items())
+        if (database, table) in chosen
+    ]
+    return ExportPlan(location, export, chosen, statements, table_schemas(export.snapshot_ts, statements, what))
+
+
+def table_schemas(ts: int, statements: list[dict], what: str) -> dict[tuple[str, str], dict]:
     """Each table's schema as the one DDL interpreter reads its CREATE TABLE (what the values are parsed by);
-    a table TiCDC cannot replicate, or a statement not understood, stops the load before it writes."""
+    a table TiCDC cannot replicate, or a statement not understood, raises ConfigError before anything is read."""
     from spark_jobs import ddl
 
     schemas = {}
     for r in statements:
         name = (r["database"], r["table"])
-        change = ddl.interpret(r["ddl_sql"], database=name[0], table=name[1], commit_ts=snapshot_ts, schemas={})[0]
+        change = ddl.interpret(r["ddl_sql"], database=name[0], table=name[1], commit_ts=ts, schemas={})[0]
         if not change.understood or change.schema_after is None:
-            raise ConfigError(
-                f"backfill snapshot: {r['topic'].removeprefix('dumpling:')}: {change.note or 'not a CREATE TABLE'}"
-            )
+            raise ConfigError(f"{what}: {r['topic'].removeprefix('dumpling:')}: {change.note or 'not a CREATE TABLE'}")
         schemas[name] = change.schema_after
+    return schemas
+
+
+def _refuse_keyless(source: str, schemas: dict[tuple[str, str], dict]) -> None:
     keyless = sorted(f"{d}.{t}" for (d, t), schema in schemas.items() if not schema["key_columns"])
     if keyless:
         raise SnapshotRefused(
@@ -214,18 +240,17 @@ def _read_schemas(source: str, snapshot_ts: int, statements: list[dict]) -> dict
             'a change table (README, "Tables without a key"), which a snapshot\'s rows, having no identity, cannot '
             "start; leave it out with --tables"
         )
-    return schemas
 
 
-def _filesystem(location: str):
+def _filesystem(location: str, what: str):
     import fsspec.core
 
     try:
         fs, root = fsspec.core.url_to_fs(location)
     except (ImportError, ValueError) as exc:
-        raise ConfigError(f"backfill snapshot --from {location}: cannot open it ({exc})") from None
+        raise ConfigError(f"{what} {location}: cannot open it ({exc})") from None
     if not fs.isdir(root):
-        raise ConfigError(f"backfill snapshot --from {location}: no such directory")
+        raise ConfigError(f"{what} {location}: no such directory")
     return fs, root
 
 
@@ -235,19 +260,19 @@ def _read(fs, root: str, name: str) -> bytes:
         return dumpling.decompress(f.read(), compression)
 
 
-def _plan(fs, root: str, location: str, tables: frozenset[tuple[str, str]] | None):
+def _plan(fs, root: str, location: str, tables: frozenset[tuple[str, str]] | None, what: str):
     prefix = root.rstrip("/") + "/"
     names = [path.removeprefix(prefix) for path in fs.find(root) if path.startswith(prefix)]
     if "metadata" not in names:
-        raise ConfigError(f"backfill snapshot --from {location}: no 'metadata' file (not a Dumpling export?)")
+        raise ConfigError(f"{what} {location}: no 'metadata' file (not a Dumpling export?)")
     try:
         export = dumpling.plan_export(names, _read(fs, root, "metadata").decode("utf-8", "replace"))
     except dumpling.ExportError as exc:
-        raise ConfigError(f"backfill snapshot --from {location}: {exc}") from None
+        raise ConfigError(f"{what} {location}: {exc}") from None
     present = set(export.schemas)
     missing = sorted(f"{d}.{t}" for d, t in (tables or frozenset()) - present)
     if missing:
-        raise ConfigError(f"backfill snapshot --from {location}: the export has no table {', '.join(missing)}")
+        raise ConfigError(f"{what} {location}: the export has no table {', '.join(missing)}")
     return export, present if tables is None else set(tables)
 
 
@@ -258,15 +283,17 @@ def _published_ts(spark, source: str) -> int | None:
     return publication["consistent_ts"] if publication is not None else None
 
 
-def _parse_rows(spark, location, snapshot_ts, files, schemas, csv, progress):
-    """Every data file parsed by its own Spark task into snapshot row changes: (the rows, kept for the merge,
-    or None; rows per table). A file that does not read as Dumpling writes it stops the load with its line."""
+def parse_rows(spark, plan: ExportPlan, csv: dumpling.CsvOptions | None, progress, what: str):
+    """Every data file parsed by its own Spark task into snapshot row changes (persisted; the caller unpersists
+    them): (the rows or None; rows per table). A file that does not read as Dumpling writes it raises ConfigError
+    with its line."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from spark_jobs.silver.decode import DECODED_SCHEMA, row_key
 
+    location, snapshot_ts, files, schemas = plan.location, plan.export.snapshot_ts, plan.files, plan.schemas
     if not files:
         return None, {}
     csv = csv or dumpling.CsvOptions()
@@ -310,7 +337,7 @@ def _parse_rows(spark, location, snapshot_ts, files, schemas, csv, progress):
         parsed.unpersist()
         found = _EXPORT_ERROR.findall(str(exc))
         if found:
-            raise ConfigError(f"backfill snapshot --from {location}: {found[-1].strip()}") from None
+            raise ConfigError(f"{what} {location}: {found[-1].strip()}") from None
         raise
     return parsed, counts
 

@@ -23,6 +23,16 @@ SILVER_SNAPSHOT_LOADS = "silver.snapshot_loads"
 
 GOLD_PUBLICATIONS = "gold.publications"
 GOLD_TABLES = "gold.tables"
+GOLD_RECONCILIATIONS = "gold.reconciliations"
+# its `outcome` per table: the same rows (count and hash), or how they differ; a keyless table is not compared
+RECONCILED_MATCH, RECONCILED_DIFFERS, NOT_IN_LAKE, NOT_UPSTREAM, NOT_COMPARED = (
+    "match",
+    "differs",
+    "not in the lakehouse",
+    "not upstream",
+    "not compared",
+)
+RECONCILE_MISMATCHES = (RECONCILED_DIFFERS, NOT_IN_LAKE, NOT_UPSTREAM)
 
 
 @dataclass(frozen=True)
@@ -165,6 +175,19 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
             silver_seq BIGINT NOT NULL, gold_snapshot_id BIGINT, history_snapshot_id BIGINT, `rows` BIGINT,
             versions BIGINT, changed_ts BIGINT, ddl_events BIGINT, needs_snapshot BOOLEAN,
             updated_at TIMESTAMP NOT NULL""",
+            ("source",),
+            SILVER_PROPERTIES,
+        ),
+        # One row per table per reconciliation (`ticdc-lake reconcile`): the lakehouse's rows of the table as of a
+        # TSO against the upstream's then, by count and an order-independent hash of every row. Never a value.
+        TableDefinition(
+            GOLD_RECONCILIATIONS,
+            """source STRING NOT NULL, reconciliation_id STRING NOT NULL, checked_at TIMESTAMP NOT NULL,
+            against STRING NOT NULL, against_kind STRING NOT NULL, as_of_ts BIGINT NOT NULL,
+            upstream_database STRING NOT NULL, upstream_table STRING NOT NULL, outcome STRING NOT NULL,
+            upstream_rows BIGINT, lake_rows BIGINT, upstream_hash DECIMAL(38,0), lake_hash DECIMAL(38,0),
+            missing_keys BIGINT, extra_keys BIGINT, changed_keys BIGINT, diff_keys ARRAY<STRING>,
+            columns_not_compared ARRAY<STRING>, note STRING""",
             ("source",),
             SILVER_PROPERTIES,
         ),

@@ -25,7 +25,9 @@ from spark_jobs.runtime.tables import (
     BRONZE_LANDING_GAPS,
     BRONZE_LANDING_RUNS,
     BRONZE_MESSAGES,
+    GOLD_RECONCILIATIONS,
     GOLD_TABLES,
+    RECONCILE_MISMATCHES,
     SILVER_DDL_EVENTS,
     SILVER_QUARANTINE,
     SILVER_ROW_CHANGES,
@@ -132,6 +134,19 @@ class Publication:
 
 
 @dataclass(frozen=True)
+class Reconciliation:
+    """The newest reconciliation of the source against its upstream (gold.reconciliations)."""
+
+    checked_at_ms: int
+    against: str
+    kind: str
+    as_of_ts: int
+    tables: int
+    outcomes: dict[str, int]  # outcome -> tables
+    mismatched: list[str]  # "db.table: outcome", the tables that differ from the upstream
+
+
+@dataclass(frozen=True)
 class SourceStatus:
     source: str
     protocol: str
@@ -151,6 +166,40 @@ class SourceStatus:
     publication: Publication | None = None  # the newest gold publication
     keyless: list[str] = field(default_factory=list)  # upstream tables without a handle key
     keyless_tables: str = "changes"  # what gold holds of them: the source's gold.keyless_tables
+    reconciliation: Reconciliation | None = None
+
+
+def _reconciliation(spark, source: str) -> Reconciliation | None:
+    """The outcome of the source's newest reconciliation, one row per table it compared."""
+    if not spark.catalog.tableExists(GOLD_RECONCILIATIONS):
+        return None
+    rows = spark.sql(
+        f"""SELECT unix_millis(checked_at) AS checked_at_ms, against, against_kind, as_of_ts, upstream_database,
+                   upstream_table, outcome
+            FROM {GOLD_RECONCILIATIONS}
+            WHERE source = :source AND reconciliation_id = (
+                SELECT max_by(reconciliation_id, checked_at) FROM {GOLD_RECONCILIATIONS} WHERE source = :source)
+            ORDER BY upstream_database, upstream_table""",
+        args={"source": source},
+    ).collect()
+    if not rows:
+        return None
+    outcomes: dict[str, int] = {}
+    for r in rows:
+        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+    return Reconciliation(
+        checked_at_ms=rows[0]["checked_at_ms"],
+        against=rows[0]["against"],
+        kind=rows[0]["against_kind"],
+        as_of_ts=rows[0]["as_of_ts"],
+        tables=len(rows),
+        outcomes=outcomes,
+        mismatched=[
+            f"{r['upstream_database']}.{r['upstream_table']}: {r['outcome']}"
+            for r in rows
+            if r["outcome"] in RECONCILE_MISMATCHES
+        ],
+    )
 
 
 def _one(spark, query: str, **args):
@@ -343,6 +392,7 @@ def collect_status(
         gold_tables=gold,
         history=[_run_record(spark, source.name, run, now_ms, layers, gold)],
         publication=publication,
+        reconciliation=_reconciliation(spark, source.name),
     )
 
 

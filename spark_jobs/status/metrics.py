@@ -29,6 +29,9 @@ HELP = {
     "ticdc_lake_tables_needing_snapshot": "Upstream tables whose gold needs a fresh snapshot.",
     "ticdc_lake_gold_rows": "Rows per gold table.",
     "ticdc_lake_gold_consistent_time_seconds": "Physical time of each gold table's consistent TiDB ts.",
+    "ticdc_lake_reconciled_tables": "Tables of the newest reconciliation against the upstream, per outcome.",
+    "ticdc_lake_reconcile_mismatched_tables": "Tables whose rows differed from the upstream's in the newest reconciliation.",
+    "ticdc_lake_reconciled_time_seconds": "When the newest reconciliation ran.",
     "ticdc_lake_last_run_task_seconds": "Duration of each task of the last recorded DAG run.",
     "ticdc_lake_last_run_task_success": "1 if the task of the last recorded DAG run succeeded.",
     "ticdc_lake_last_run_landed_records": "Records landed by the last recorded DAG run.",
@@ -73,6 +76,12 @@ def _samples(view: dict) -> Iterator[Sample]:
         labels = {**source, "table": t["relation"]}
         yield "ticdc_lake_gold_rows", labels, t["rows"]
         yield "ticdc_lake_gold_consistent_time_seconds", labels, _seconds(physical_ms(t["consistent_ts"]))
+    reconciliation = view.get("reconciliation")
+    if reconciliation:
+        for outcome, tables in sorted(reconciliation["outcomes"].items()):
+            yield "ticdc_lake_reconciled_tables", {**source, "outcome": outcome}, tables
+        yield "ticdc_lake_reconcile_mismatched_tables", source, len(reconciliation["mismatched"])
+        yield "ticdc_lake_reconciled_time_seconds", source, _seconds(reconciliation["checked_at_ms"])
     if view["runs"]:
         last = view["runs"][0]
         for task, outcome in sorted(last["tasks"].items()):

@@ -90,6 +90,7 @@ def source_view(source: SourceSettings, snapshot: dict | None, broker: BrokerOff
         "keyless_tables": snapshot.get("keyless_tables", "changes"),
         "gold_tables": snapshot["gold_tables"],
         "publication": snapshot.get("publication"),
+        "reconciliation": snapshot.get("reconciliation"),  # None until the source is reconciled
     }
 
 

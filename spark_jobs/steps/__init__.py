@@ -24,6 +24,7 @@ _WHERE = {
     "pack_env": "cluster",
     "serve_thrift": "cluster",
     "configured_sources": "context",
+    "reconciled_sources": "context",
     "check_freshness": "ingest",
     "decode": "ingest",
     "generate_docs": "ingest",
@@ -43,6 +44,7 @@ _WHERE = {
     "LAYERS": "rebuilding",
     "rebuild": "rebuilding",
     "rebuild_request": "rebuilding",
+    "reconcile": "reconciling",
     "failure_callback": "spark_jobs.runtime.freshness",  # what every DAG's tasks alert with
     "FRESHNESS_ERROR": "spark_jobs.runtime.freshness",
 }
@@ -72,6 +74,8 @@ __all__ = [
     "quarantine_replay",
     "rebuild",
     "rebuild_request",
+    "reconcile",
+    "reconciled_sources",
     "record_status",
     "run_once",
     "serve_thrift",
@@ -84,7 +88,7 @@ if TYPE_CHECKING:
     from spark_jobs.runtime.freshness import failure_callback
     from spark_jobs.steps.backfill import CSV_FIELDS, day_status, load_snapshot, snapshot_request, write_day
     from spark_jobs.steps.cluster import pack_env, serve_thrift
-    from spark_jobs.steps.context import configured_sources
+    from spark_jobs.steps.context import configured_sources, reconciled_sources
     from spark_jobs.steps.ingest import (
         check_freshness,
         decode,
@@ -97,6 +101,7 @@ if TYPE_CHECKING:
     from spark_jobs.steps.inspect import as_of, check_config, decode_messages, quarantine_list, quarantine_replay
     from spark_jobs.steps.maintaining import maintain, maintain_gold, maintain_shared, maintenance_report
     from spark_jobs.steps.rebuilding import LAYERS, rebuild, rebuild_request
+    from spark_jobs.steps.reconciling import reconcile
 
 
 def __getattr__(name: str) -> Any:

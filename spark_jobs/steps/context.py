@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_jobs.config import PipelineConfig, configured_source_names, load_config
+from spark_jobs.config import PipelineConfig, configured_source_names, load_config, reconciled_source_names
 from spark_jobs.runtime.lock import source_lock
 from spark_jobs.runtime.spark_session import get_spark
 
@@ -43,3 +43,9 @@ def configured_sources(path: str | Path | None = None) -> list[str]:
     """The configured sources' names without validating the file: what a DAG file may read while it is parsed
     (a run validates the configuration first)."""
     return configured_source_names(path)
+
+
+def reconciled_sources(path: str | Path | None = None) -> list[str]:
+    """The sources with `reconcile.against` set, without validating the file: which ingest DAGs have a
+    reconcile task."""
+    return reconciled_source_names(path)

@@ -163,3 +163,26 @@ def test_dags_import_with_alerting_retries_and_their_tasks(tmp_path, monkeypatch
     assert "Rebuild a layer of a source" in rebuild.doc_md
     for t in ingest.tasks:
         assert t.on_failure_callback and t.retries >= 1 and t.retry_exponential_backoff
+
+
+def test_only_a_source_with_an_upstream_to_reconcile_against_has_a_reconcile_task(tmp_path, monkeypatch):
+    from airflow.dag_processing.dagbag import DagBag
+
+    checked = """
+  - name: orders
+    protocol: canal-json
+    topics: [orders_cdc]
+    kafka: {bootstrap_servers: "127.0.0.1:9092"}
+    reconcile: {against: "mysql://checker@127.0.0.1:4000", diff: true}
+"""
+    (tmp_path / "pipeline.yaml").write_text(SOURCES + checked)
+    monkeypatch.setenv("TICDC_LAKE_CONFIG", str(tmp_path / "pipeline.yaml"))
+    assert load_config(tmp_path / "pipeline.yaml").source("orders").reconcile.diff is True
+    bag = DagBag(dag_folder=str(DAGS))
+    assert not bag.import_errors, bag.import_errors
+    assert "reconcile" not in bag.dags["ticdc_ingest__shop"].task_ids
+    orders = bag.dags["ticdc_ingest__orders"]
+    assert orders.get_task("reconcile").upstream_task_ids == {"publish_gold"}
+    # the status page shows the outcome of this run's check; a table that differs fails the run (the docs wait)
+    assert orders.get_task("reconcile").downstream_task_ids == {"record_status", "generate_docs"}
+    assert "reconcile" in orders.doc_md

@@ -77,6 +77,15 @@ def snapshot(history: list[dict] | None = None) -> dict:
         "gaps": [],
         "needing_snapshot": ["shop.orders"],
         "keyless": ["shop.audit_log"],
+        "reconciliation": {
+            "checked_at_ms": NOW - 5_000,
+            "against": "mysql://checker@127.0.0.1:4000",
+            "kind": "tidb",
+            "as_of_ts": TS,
+            "tables": 3,
+            "outcomes": {"match": 1, "differs": 1, "not compared": 1},
+            "mismatched": ["shop.orders: differs"],
+        },
         "gold_tables": [
             {
                 "relation": "gold_shop.shop__orders",
@@ -189,6 +198,9 @@ def test_prometheus_text_has_every_number_once_per_metric_and_escapes_labels():
     assert 'ticdc_lake_checksum_failures{source="shop"} 2' in lines
     assert 'ticdc_lake_last_run_task_success{source="shop",task="publish_gold"} 0' in lines
     assert 'ticdc_lake_last_run_task_seconds{source="shop",task="land"} 2.0' in lines
+    assert 'ticdc_lake_reconciled_tables{source="shop",outcome="differs"} 1' in lines
+    assert 'ticdc_lake_reconcile_mismatched_tables{source="shop"} 1' in lines
+    assert f'ticdc_lake_reconciled_time_seconds{{source="shop"}} {(NOW - 5_000) / 1000}' in lines
     assert not any('layer="gold"' in line for line in lines)  # unknown, so absent rather than zero
     names = [line.split()[2] for line in lines if line.startswith("# TYPE")]
     assert len(names) == len(set(names))

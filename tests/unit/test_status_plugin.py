@@ -67,6 +67,8 @@ def test_status_page_json_and_metrics_show_the_snapshot(client):
     assert "Tables needing a fresh snapshot: shop.orders" in html
     assert "Tables without a primary key or NOT NULL unique key" in html and "shop.audit_log</p>" in html
     assert "Row checksum failures (mismatch, or marked corrupted by TiCDC): 2" in html
+    assert "3 tables, 1 differs, 1 match, 1 not compared" in html
+    assert '<span data-field="reconcile-mismatched">shop.orders: differs</span>' in html
     view = c.get("/status.json").json()["sources"][0]
     assert view["partitions"][0] == {
         "topic": "shop_cdc",
@@ -79,6 +81,7 @@ def test_status_page_json_and_metrics_show_the_snapshot(client):
     assert metrics.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert 'ticdc_lake_offset_lag{source="shop",topic="shop_cdc",partition="0"} 2' in metrics.text
     assert 'ticdc_lake_checksum_failures{source="shop"} 2' in metrics.text
+    assert 'ticdc_lake_reconcile_mismatched_tables{source="shop"} 1' in metrics.text
 
 
 def test_docs_site_serves_only_its_three_files(client):
