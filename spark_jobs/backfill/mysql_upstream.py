@@ -79,7 +79,7 @@ class LiveUpstream:
             )
         except pymysql.err.OperationalError as exc:
             raise ConfigError(f"reconcile --against {endpoint.shown}: cannot connect ({exc.args[-1]})") from None
-        self.server = self._one("SELECT VERSION()").decode()
+        self.server = (self._fetch_one("SELECT VERSION()") or (b"",))[0].decode()
         self.is_tidb = "tidb" in self.server.lower()
         self._execute("SET time_zone = '+00:00'")
 
@@ -133,10 +133,6 @@ class LiveUpstream:
         with self.connection.cursor() as cursor:
             cursor.execute(query)
             return cursor.fetchone()
-
-    def _one(self, query: str):
-        row = self._fetch_one(query)
-        return row[0] if row else None
 
 
 def canonical_batch(rows: list[tuple], columns: list[dict]) -> list[dict[str, str | None]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -184,16 +185,13 @@ def _reconciliation(spark, source: str) -> Reconciliation | None:
     ).collect()
     if not rows:
         return None
-    outcomes: dict[str, int] = {}
-    for r in rows:
-        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
     return Reconciliation(
         checked_at_ms=rows[0]["checked_at_ms"],
         against=rows[0]["against"],
         kind=rows[0]["against_kind"],
         as_of_ts=rows[0]["as_of_ts"],
         tables=len(rows),
-        outcomes=outcomes,
+        outcomes=dict(Counter(r["outcome"] for r in rows)),
         mismatched=[
             f"{r['upstream_database']}.{r['upstream_table']}: {r['outcome']}"
             for r in rows
