@@ -120,6 +120,68 @@ class ReconcileSettings:
 
 
 @dataclass(frozen=True)
+class TableRules:
+    """Which upstream tables the lakehouse holds (README, "Which tables"): `db.table` globs (`*` any run of
+    characters, `?` one), compared without case as TiDB compares names. A table is kept when it matches an
+    `include` rule (or there are none) and no `exclude` rule. Bronze keeps every raw message."""
+
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+
+    @property
+    def filters(self) -> bool:
+        return bool(self.include or self.exclude)
+
+    def keeps(self, database: str | None, table: str | None) -> bool:
+        """Whether rows of `database.table` reach silver; statements of no table (a database's) always do."""
+        if table is None or not self.filters:
+            return True
+
+        def matches(patterns: list[str]) -> bool:
+            return any(
+                re.fullmatch(db, database or "", re.IGNORECASE | re.DOTALL)
+                and re.fullmatch(tb, table, re.IGNORECASE | re.DOTALL)
+                for db, tb in map(glob_regexes, patterns)
+            )
+
+        return (not self.include or matches(self.include)) and not matches(self.exclude)
+
+
+def glob_parts(pattern: str) -> tuple[str, str] | None:
+    """A `db.table` rule's two parts, split at the first dot outside backquotes (a backquoted part is a name as
+    it is, `` a backquote: `a.b`.t), each still with its backquotes; None when it is not two parts."""
+    quoted, current = False, ""
+    parts: list[str] = []
+    for c in pattern:
+        if c == "`":
+            quoted = not quoted
+        if c == "." and not quoted and not parts:
+            parts.append(current)
+            current = ""
+            continue
+        current += c
+    parts.append(current)
+    if len(parts) != 2 or not all(parts) or quoted:
+        return None
+    return parts[0], parts[1]
+
+
+def glob_regexes(pattern: str) -> tuple[str, str]:
+    """A `db.table` rule as two regular expressions, of the database and of the table, that Python and Java
+    (Spark's `rlike`) read alike: `*` any run of characters, `?` one, a backquoted part a name as it is."""
+    parts = glob_parts(pattern)
+    if parts is None:
+        raise ValueError(f"{pattern!r} is not db.table")
+
+    def regex(glob: str) -> str:
+        if len(glob) >= 2 and glob[0] == glob[-1] == "`":
+            return re.escape(glob[1:-1].replace("``", "`"))
+        return "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob)
+
+    return regex(parts[0]), regex(parts[1])
+
+
+@dataclass(frozen=True)
 class SourceSettings:
     name: str
     protocol: str
@@ -132,6 +194,7 @@ class SourceSettings:
     decoding: DecodingSettings = field(default_factory=DecodingSettings)
     gold: GoldSettings = field(default_factory=GoldSettings)
     reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)
+    tables: TableRules = field(default_factory=TableRules)
 
 
 @dataclass(frozen=True)
@@ -350,6 +413,13 @@ def _check(config: PipelineConfig, file: Path) -> None:
             )
         if s.landing.max_records_per_run <= 0 or s.landing.max_bytes_per_run <= 0:
             raise fail(f"{where}.landing", "max_records_per_run and max_bytes_per_run must be positive")
+        for key in ("include", "exclude"):
+            for j, pattern in enumerate(getattr(s.tables, key)):
+                if glob_parts(pattern) is None:
+                    raise fail(
+                        f"{where}.tables.{key}[{j}]",
+                        f"{pattern!r} must be db.table (globs * and ?; a name with a dot in backquotes: `a.b`.t)",
+                    )
         if s.gold.keyless_tables not in KEYLESS_TABLE_MODES:
             raise fail(
                 f"{where}.gold.keyless_tables",

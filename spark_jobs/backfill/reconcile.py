@@ -32,6 +32,7 @@ from typing import Any
 
 from spark_jobs.backfill import daily, mysql_upstream, snapshot
 from spark_jobs.backfill.dumpling import CsvOptions
+from spark_jobs.config import TableRules
 from spark_jobs.gold import history
 from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.sql import quote_ident
@@ -184,10 +185,16 @@ def live_upstream(spark, live: mysql_upstream.LiveUpstream, shown: str, tables: 
 
 
 def reconcile(
-    spark, source: str, upstream: Upstream, tables: frozenset[tuple[str, str]] | None = None, diff: bool = False
+    spark,
+    source: str,
+    upstream: Upstream,
+    tables: frozenset[tuple[str, str]] | None = None,
+    diff: bool = False,
+    rules: TableRules | None = None,
 ) -> ReconcileResult:
     """Compare every table of the upstream and of the lakehouse at the upstream's TSO (or only `tables`), record
-    the outcomes in gold.reconciliations and return them."""
+    the outcomes in gold.reconciliations and return them. An upstream table the source's `rules` leave out is
+    not compared."""
     started = time.monotonic()
     ts = upstream.as_of_ts
     consistent = history.consistent_ts(spark, source)
@@ -202,7 +209,9 @@ def reconcile(
     for database, table in names:
         asked = (database, table) in upstream.schemas  # a live upstream is asked for the lakehouse's tables
         schema = upstream.schemas.get((database, table))
-        if (database, table) not in in_lake and schema is not None:
+        if rules is not None and not rules.keeps(database, table):
+            checks.append(TableCheck(database, table, NOT_COMPARED, note="left out by the table rules"))
+        elif (database, table) not in in_lake and schema is not None:
             checks.append(TableCheck(database, table, NOT_IN_LAKE, upstream.rows(database, table).count()))
         elif (database, table) not in in_lake:
             checks.append(TableCheck(database, table, NOT_COMPARED, note="neither side has it"))

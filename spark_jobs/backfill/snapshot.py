@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from spark_jobs.backfill import dumpling
-from spark_jobs.config import PipelineConfig
+from spark_jobs.config import PipelineConfig, TableRules
 from spark_jobs.errors import ConfigError, SnapshotRefused
 from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, ensure_tables
@@ -81,7 +81,7 @@ def load_snapshot(
 
     source = config.source(source_name)
     started = time.monotonic()
-    plan = read_export(location, tables, "backfill snapshot --from")
+    plan = read_export(location, tables, "backfill snapshot --from", source.tables)
     export, chosen, statements, schemas = plan.export, plan.chosen, plan.statements, plan.schemas
     _refuse_keyless(source.name, schemas)
     ensure_tables(spark, "bronze")  # a lakehouse may start with the export, before anything landed
@@ -199,11 +199,19 @@ class ExportPlan:
         return [f for f in self.export.data_files if (f.database, f.table) in self.chosen]
 
 
-def read_export(location: str, tables: frozenset[tuple[str, str]] | None, what: str) -> ExportPlan:
-    """The export at `location` (a directory or an fsspec URL), its tables (or those of `tables`) read as far as
-    their schemas; a location that is not a readable export raises ConfigError naming `what` was asked."""
+def read_export(
+    location: str, tables: frozenset[tuple[str, str]] | None, what: str, rules: TableRules | None = None
+) -> ExportPlan:
+    """The export at `location` (a directory or an fsspec URL), its tables (or those of `tables`) that the
+    source's `rules` keep, read as far as their schemas; a location that is not a readable export raises
+    ConfigError naming `what` was asked."""
     fs, root = _filesystem(location, what)
     export, chosen = _plan(fs, root, location, tables, what)
+    if rules is not None and rules.filters:
+        left_out = {t for t in chosen if not rules.keeps(*t)}
+        if left_out:
+            log.info("%s: %d tables of the export left out by the table rules", what, len(left_out))
+        chosen = chosen - left_out
     statements = [
         {
             "database": database,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from spark_jobs.bronze.land import committed_offsets
 from spark_jobs.codecs import needs_partition_order, sends_watermarks
-from spark_jobs.config import PipelineConfig, SourceSettings, decoder_options
+from spark_jobs.config import PipelineConfig, SourceSettings, TableRules, decoder_options, glob_regexes
 from spark_jobs.errors import named_transient_faults
 from spark_jobs.runtime.iceberg import main_snapshot
 from spark_jobs.runtime.results import Result
@@ -66,6 +66,7 @@ class SilverResult(Result):
     consistent_ts: int | None
     consistency: str
     seconds: float
+    left_out: int = 0  # row changes of tables the source's table rules leave out
 
 
 def _last_bronze_snapshot(spark, source: str) -> int | None:
@@ -129,6 +130,7 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
         new = _bronze_since(spark, source.name, previous, current)
         bronze = new if bronze is None else new.unionByName(bronze)
     seq = next_silver_seq(spark, source.name)
+    _left_behind(spark, source)
     counts = decode_and_write(spark, source, bronze, seq)
     counts["quarantined"] = counts.get("quarantine", 0) + merges.expire_pending(spark, source)
     return record_run(
@@ -150,11 +152,15 @@ def rebuild_silver(spark, config: PipelineConfig, source_name: str) -> SilverRes
     ensure_tables(spark, "silver")
     # The run log goes first: a rebuild killed after that is finished by the next run of either kind, which
     # finds no run recorded and decodes all of bronze again (the merges keep what is still there once).
+    left_out, rule_args = left_out_sql(source.tables)
     for table in sorted(TABLES["silver"], key=lambda t: t.name != SILVER_RUNS):
         if table.name != SILVER_SNAPSHOT_LOADS:
+            from_snapshots = _FROM_SNAPSHOTS.get(table.name, "false")
+            if table.name in (SILVER_ROW_CHANGES, SILVER_DDL_EVENTS):  # a snapshot's rows of a left-out table go
+                from_snapshots = f"{from_snapshots} AND NOT {left_out}"
             spark.sql(
-                f"DELETE FROM {table.name} WHERE source = :source AND NOT ({_FROM_SNAPSHOTS.get(table.name, 'false')})",
-                args={"source": source.name},
+                f"DELETE FROM {table.name} WHERE source = :source AND NOT ({from_snapshots})",
+                args={"source": source.name, **rule_args},
             )
     log.info("source %s: silver cleared; decoding all of bronze again", source.name)
     return build_silver(spark, config, source.name)
@@ -198,14 +204,11 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
     messages = bronze.select("topic", "partition", "offset", "timestamp", "key", "value", "headers")
     if needs_partition_order(protocol):
         messages = messages.repartition("topic", "partition").sortWithinPartitions("topic", "partition", "offset")
-    decoded = (
-        messages.mapInArrow(
-            lambda batches: decode_batches(batches, protocol, options, primers, partition_ts),
-            from_arrow_schema(DECODED_SCHEMA),
-        )
-        .withColumn("source", F.lit(source.name))
-        .cache()
-    )
+    decoded = messages.mapInArrow(
+        lambda batches: decode_batches(batches, protocol, options, primers, partition_ts),
+        from_arrow_schema(DECODED_SCHEMA),
+    ).withColumn("source", F.lit(source.name))
+    decoded = _mark_left_out(spark, decoded, source.tables).cache()
     with named_transient_faults(source.name):  # decoding runs here, before anything is written
         # one pass: counts per kind, and each table's row shapes (merge_ddl_events infers schemas from them)
         tally = (
@@ -227,7 +230,9 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
     rows = [r for r in tally if r["kind"] == "row"]
     lowest = min((r["commit_ts"] for r in rows if r["commit_ts"] is not None), default=None)
 
-    counts["ddl"] = counts.get("ddl", 0) + merges.merge_ddl_events(spark, source.name, protocol, decoded, rows)
+    counts["ddl"] = counts.get("ddl", 0) + merges.merge_ddl_events(
+        spark, source.name, protocol, decoded, rows, source.tables
+    )
     if counts.get("row"):
         merges.merge_row_changes(spark, source.name, decoded, silver_seq, lowest)
     if counts.get("watermark"):
@@ -238,6 +243,62 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
         merges.update_pending(spark, source.name, decoded)
     decoded.unpersist()
     return counts
+
+
+def left_out_sql(rules: TableRules) -> tuple[str, dict[str, str]]:
+    """SQL that holds for a row of a table the rules leave out, over `database` and `table`, with its
+    parameters (the globs are values, never SQL text); `false` without rules."""
+    if not rules.filters:
+        return "false", {}
+    args: dict[str, str] = {}
+
+    def matches(kind: str, patterns: list[str]) -> str:
+        tests = []
+        for i, (db, tb) in enumerate(map(glob_regexes, patterns)):
+            args[f"{kind}_db_{i}"], args[f"{kind}_tb_{i}"] = f"(?isu)^(?:{db})$", f"(?isu)^(?:{tb})$"
+            tests.append(f"(database RLIKE :{kind}_db_{i} AND `table` RLIKE :{kind}_tb_{i})")
+        return f"coalesce({' OR '.join(tests)}, false)" if tests else "false"
+
+    excluded = matches("exclude", rules.exclude)
+    included = matches("include", rules.include) if rules.include else "true"
+    return f"(`table` IS NOT NULL AND ({excluded} OR NOT {included}))", args
+
+
+def _left_behind(spark, source: SourceSettings) -> None:
+    """Say which tables the source's rules leave out that silver (and so gold) still holds: a rule applies from
+    the run that first reads it on, and `rebuild silver` removes what came before."""
+    if not source.tables.filters:
+        return
+    left_out, rule_args = left_out_sql(source.tables)
+    behind = spark.sql(
+        f"""SELECT DISTINCT database, `table` FROM {SILVER_DDL_EVENTS}
+            WHERE source = :source AND ddl_type NOT IN ('drop_table', 'drop_database') AND {left_out}""",
+        args={"source": source.name, **rule_args},
+    ).collect()
+    if behind:
+        names = ", ".join(sorted(f"{r['database']}.{r['table']}" for r in behind)[:10])
+        log.warning(
+            "source %s: %d tables the table rules leave out are still in silver and gold (%s); "
+            "`ticdc-lake rebuild silver --source %s` removes them",
+            source.name,
+            len(behind),
+            names,
+            source.name,
+        )
+
+
+def _mark_left_out(spark, decoded, rules: TableRules):
+    """The decoded events with kind `left_out` for the rows (and Simple's schema announcements) of a table the
+    source's rules leave out: they never reach silver. DDL statements go on to the interpreter, which needs
+    every table's schema to follow a rename (`merges.within_rules`)."""
+    from pyspark.sql import functions as F
+
+    if not rules.filters:
+        return decoded
+    left_out, rule_args = left_out_sql(rules)
+    marked = spark.sql(f"SELECT *, {left_out} AS left_out FROM {{decoded}}", args=rule_args, decoded=decoded)
+    kind = F.when(F.col("kind").isin("row", "waiting", "bootstrap") & F.col("left_out"), F.lit("left_out"))
+    return marked.withColumn("kind", kind.otherwise(F.col("kind"))).drop("left_out")
 
 
 def _primers(spark, source: SourceSettings) -> list[Primer]:
@@ -302,6 +363,7 @@ def record_run(
         consistent_ts=ts,
         consistency=how,
         seconds=time.monotonic() - started,
+        left_out=counts.get("left_out", 0),
     )
     if record:
         spark.sql(
@@ -325,6 +387,8 @@ def record_run(
                 "silver_seq": silver_seq,
             },
         )
+    if result.left_out:
+        log.info("source %s: %d row changes left out by the table rules", source_name, result.left_out)
     rate = result.messages / result.seconds if result.seconds else 0.0
     log.info(
         "source %s (%s): read %d messages, decoded %d into %d row changes, %d DDL, %d watermarks; "

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spark_jobs import ddl
-from spark_jobs.config import SourceSettings
+from spark_jobs.config import SourceSettings, TableRules
 from spark_jobs.runtime.sql import temp_view
 from spark_jobs.runtime.tables import (
     BRONZE_MESSAGES,
@@ -235,7 +235,9 @@ def expire_pending(spark, source: SourceSettings) -> int:
     return count
 
 
-def merge_ddl_events(spark, source: str, protocol: str, decoded, shapes: list | None = None) -> int:
+def merge_ddl_events(
+    spark, source: str, protocol: str, decoded, shapes: list | None = None, rules: TableRules | None = None
+) -> int:
     """Every DDL once, in commit order, with the schema after it from the one DDL interpreter (spark_jobs.ddl).
 
     Tables the stream shows without a DDL get an inferred schema event just before their first row: a table
@@ -247,7 +249,8 @@ def merge_ddl_events(spark, source: str, protocol: str, decoded, shapes: list | 
     later DROP DATABASE dropped, or the one a later RENAME moved. Then the source's whole DDL history is
     replayed again in commit order from its recorded inputs plus the new ones, and replaces the old one in
     one commit (DDL events are few). Returns how many inferred events were added. `shapes`, when the caller
-    has them already (`row_shapes`), saves a pass over `decoded`.
+    has them already (`row_shapes`), saves a pass over `decoded`. Only the tables `rules` keep get events
+    (`within_rules`).
     """
     statements = (
         decoded.where("kind IN ('ddl', 'bootstrap')")
@@ -287,7 +290,7 @@ def merge_ddl_events(spark, source: str, protocol: str, decoded, shapes: list | 
         ((r["commit_ts"] or 1) - 1, 1, r["at"]["topic"], r["at"]["partition"], r["at"]["offset"], "shape", r)
         for r in shapes
     ]
-    return _apply_steps(spark, source, protocol, steps, recorded)
+    return _apply_steps(spark, source, protocol, steps, recorded, rules or TableRules())
 
 
 def row_shape():
@@ -310,7 +313,9 @@ def row_shapes() -> list:
     ]
 
 
-def merge_snapshot_schemas(spark, source: str, protocol: str, snapshot_ts: int, statements: list[dict]) -> None:
+def merge_snapshot_schemas(
+    spark, source: str, protocol: str, snapshot_ts: int, statements: list[dict], rules: TableRules | None = None
+) -> None:
     """The CREATE TABLE of each table of a Dumpling export as a `snapshot` DDL event at the export's TSO (after
     any DDL at that ts: the export saw it). The table's schema at the snapshot is the statement read as a new
     table; a table known already keeps its identity. `statements`: dicts of database, table, ddl_sql and
@@ -323,10 +328,10 @@ def merge_snapshot_schemas(spark, source: str, protocol: str, snapshot_ts: int, 
         if (snapshot_ts, r["ddl_sql"], r["database"], r["table"]) not in done
     ]
     if steps:
-        _apply_steps(spark, source, protocol, steps, recorded)
+        _apply_steps(spark, source, protocol, steps, recorded, rules or TableRules())
 
 
-def _apply_steps(spark, source: str, protocol: str, steps: list, recorded: list) -> int:
+def _apply_steps(spark, source: str, protocol: str, steps: list, recorded: list, rules: TableRules) -> int:
     """New steps after the recorded ones: appended, or the whole history derived again when one is older than
     the newest recorded event. Returns how many inferred events were added."""
     recorded_statements = {(r["commit_ts"], r["ddl_sql"]) for r in recorded}
@@ -334,14 +339,16 @@ def _apply_steps(spark, source: str, protocol: str, steps: list, recorded: list)
     replay = newest is not None and any(step[0] < newest for step in steps)
     if replay:
         every_step = sorted([*_recorded_steps(recorded), *steps], key=lambda s: s[:5])
-        out = _derived_events(source, protocol, every_step, announced=recorded_statements)
+        out = within_rules(rules, _derived_events(source, protocol, every_step, announced=recorded_statements))
         _replace_ddl_events(spark, source, out)
         added = sum(e.schema_origin == "inferred" for e in out) - sum(
             r["schema_origin"] == "inferred" for r in recorded
         )
         log.info("source %s: DDL history replayed for changes older than its newest DDL: %d events", source, len(out))
         return max(added, 0)
-    out = _derived_events(source, protocol, sorted(steps, key=lambda s: s[:5]), _schemas_in_force(recorded))
+    out = within_rules(
+        rules, _derived_events(source, protocol, sorted(steps, key=lambda s: s[:5]), _schemas_in_force(recorded))
+    )
     if out:
         _write_ddl_events(spark, out)
     return sum(event.schema_origin == "inferred" for event in out)
@@ -370,6 +377,34 @@ def _derived_events(
         elif (commit_ts, r["ddl_sql"]) not in seen:
             seen.add((commit_ts, r["ddl_sql"]))
             out.extend(_interpreted(source, r, commit_ts, known, where, (commit_ts, r["ddl_sql"]) not in announced))
+    return out
+
+
+def within_rules(rules: TableRules, events: list[DdlEventRow]) -> list[DdlEventRow]:
+    """The events of the tables `rules` keep. The interpreter reads every statement (a rename needs the table it
+    moves), and what it derives for a left-out table is dropped here: a rename out of the kept tables is the
+    drop of the table the lakehouse had, and a rename into them needs a snapshot (its rows so far were left
+    out)."""
+    if not rules.filters:
+        return events
+    out = []
+    for e in events:
+        kept = rules.keeps(e.database, e.table)
+        renamed = e.old_table is not None and (e.old_database, e.old_table) != (e.database, e.table)
+        kept_before = rules.keeps(e.old_database, e.old_table) if renamed else kept
+        if kept:
+            out.append(e if kept_before else replace(e, needs_snapshot=True))
+        elif kept_before:
+            out.append(
+                replace(
+                    e,
+                    database=e.old_database,
+                    table=e.old_table,
+                    ddl_type="drop_table",
+                    table_schema=None,
+                    needs_snapshot=False,
+                )
+            )
     return out
 
 

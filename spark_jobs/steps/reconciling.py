@@ -55,7 +55,9 @@ def reconcile(
             names = sorted(wanted) if wanted is not None else tables_at(spark, source, at)
             upstream = reconciliation.live_upstream(spark, mysql_upstream.LiveUpstream(endpoint), shown, names, at)
         try:
-            result = reconciliation.reconcile(spark, source, upstream, wanted, settings.diff if diff is None else diff)
+            result = reconciliation.reconcile(
+                spark, source, upstream, wanted, settings.diff if diff is None else diff, cfg.source(source).tables
+            )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         finally:

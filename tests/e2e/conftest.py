@@ -15,7 +15,8 @@ def source_config(pipeline_config, broker):
 
     The source reads `topics` (default: the topic named like the source) or `topic_pattern` from the
     test broker, decodes with the options the simulator encodes with (unless `options` is given), and
-    takes `landing` / `decoding` settings as overrides; `runtime` replaces the test session's runtime.
+    takes `landing` / `decoding` settings as overrides and `tables` as its table rules; `runtime` replaces the
+    test session's runtime.
     """
     from spark_jobs.config import KafkaSettings, SchemaRegistrySettings, SourceSettings
     from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS
@@ -31,6 +32,7 @@ def source_config(pipeline_config, broker):
         landing: dict | None = None,
         decoding: dict | None = None,
         runtime=None,
+        tables=None,
     ):
         source = SourceSettings(
             name=name,
@@ -41,6 +43,8 @@ def source_config(pipeline_config, broker):
             options=dict(EXTENSION_OPTIONS[protocol] if options is None else options),
             schema_registry=SchemaRegistrySettings(url=registry) if registry else None,
         )
+        if tables is not None:
+            source = dataclasses.replace(source, tables=tables)
         source = dataclasses.replace(
             source,
             landing=dataclasses.replace(source.landing, **(landing or {})),

@@ -1,0 +1,95 @@
+"""Table rules on the real broker, Spark, Iceberg and dbt: a rule added later applies from the next run on and
+names what it leaves behind; `rebuild silver` removes that, and gold then equals the upstream without the
+table; a Dumpling snapshot load leaves the table out too. The gold oracle runs with random rules
+(test_gold_oracle.py); what a rule keeps, and a rename across the rules, are in tests/unit/test_table_rules.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+
+import pytest
+
+from spark_jobs.backfill.snapshot import load_snapshot
+from spark_jobs.bronze.land import land_bronze
+from spark_jobs.config import TableRules
+from spark_jobs.gold import names
+from spark_jobs.gold.build import build_gold
+from spark_jobs.runtime.tables import SILVER_DDL_EVENTS, SILVER_ROW_CHANGES
+from spark_jobs.silver.build import build_silver, rebuild_silver
+from tests.e2e.kill import slices
+from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream, gold_tables
+from ticdc_devkit.broker import produce
+from ticdc_devkit.dumpling_export import write_export
+from ticdc_devkit.simulator.model import RowChange
+from ticdc_devkit.simulator.oracle import upstream_schemas, upstream_state
+from ticdc_devkit.simulator.workload import random_workload
+
+pytestmark = pytest.mark.e2e
+
+SOURCE, SNAPSHOT_SOURCE, SEED = "ruled", "ruled_snapshot", 20261126
+
+
+def _tables_in_silver(spark, source: str) -> Counter:
+    rows = spark.sql(
+        f"SELECT database, `table`, count(*) AS n FROM {SILVER_ROW_CHANGES} WHERE source = :s GROUP BY 1, 2",
+        args={"s": source},
+    ).collect()
+    return Counter({(r["database"], r["table"]): r["n"] for r in rows})
+
+
+def test_a_rule_added_later_applies_from_then_on_and_a_rebuild_removes_what_came_before(
+    spark, broker, source_config, caplog, tmp_path
+):
+    workload = random_workload(SEED, tables=3, changes=60, preexisting=0, protocol="canal-json")
+    first, second = slices(workload, 2, random.Random(SEED), SOURCE)
+    end = workload.consistent_ts
+    changed = Counter((e.table.database, e.table.name) for e in workload.events if isinstance(e, RowChange))
+    left_out = next(name for name, _ in changed.most_common() if name in upstream_schemas(workload.events, end))
+    rules = TableRules(exclude=[f"`{left_out[0]}`.`{left_out[1]}`"])
+    broker.create_topics([SOURCE], partitions=1)
+
+    plain = source_config(SOURCE)
+    produce(broker.bootstrap, first)
+    land_bronze(spark, plain, SOURCE)
+    build_silver(spark, plain, SOURCE)
+    build_gold(spark, plain, SOURCE)
+    assert names.gold_table(*left_out) in gold_tables(spark, SOURCE)
+    before = _tables_in_silver(spark, SOURCE)[left_out]
+
+    ruled = source_config(SOURCE, tables=rules)
+    produce(broker.bootstrap, second)
+    land_bronze(spark, ruled, SOURCE)
+    with caplog.at_level(logging.WARNING, logger="spark_jobs.silver.build"):
+        result = build_silver(spark, ruled, SOURCE)
+    assert result.left_out == changed[left_out] - before > 0
+    assert _tables_in_silver(spark, SOURCE)[left_out] == before, "rows of the left-out table reached silver"
+    warned = [r.getMessage() for r in caplog.records if "table rules leave out" in r.getMessage()]
+    assert warned and f"{left_out[0]}.{left_out[1]}" in warned[0] and "rebuild silver" in warned[0]
+    build_gold(spark, ruled, SOURCE)
+    assert names.gold_table(*left_out) in gold_tables(spark, SOURCE), "what came before the rule stays until a rebuild"
+
+    rebuilt = rebuild_silver(spark, ruled, SOURCE)
+    assert rebuilt.left_out == changed[left_out]
+    assert left_out not in _tables_in_silver(spark, SOURCE)
+    assert not spark.sql(
+        f"SELECT * FROM {SILVER_DDL_EVENTS} WHERE source = :s AND database = :d AND `table` = :t",
+        args={"s": SOURCE, "d": left_out[0], "t": left_out[1]},
+    ).count()
+    gold = build_gold(spark, ruled, SOURCE)
+    assert gold.consistent_ts == end
+    assert names.gold_table(*left_out) not in gold_tables(spark, SOURCE)
+    assert names.gold_table(*left_out) + names.HISTORY_SUFFIX not in gold_tables(spark, SOURCE)
+    assert_gold_is_upstream(spark, SOURCE, workload, end, rules)
+    assert_history_is_upstream(spark, SOURCE, workload, end, [end], rules)
+
+    tables = upstream_schemas(workload.events, as_of=end)
+    export = write_export(tmp_path / "export", end, tables, upstream_state(workload.events, as_of=end))
+    load_snapshot(spark, source_config(SNAPSHOT_SOURCE, tables=rules), SNAPSHOT_SOURCE, str(export))
+    loaded = _tables_in_silver(spark, SNAPSHOT_SOURCE)
+    expected = {
+        n: len(rows) for n, rows in upstream_state(workload.events, as_of=end).items() if rows and n != left_out
+    }
+    assert dict(loaded) == expected
