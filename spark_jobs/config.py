@@ -123,14 +123,26 @@ class ReconcileSettings:
 class TableRules:
     """Which upstream tables the lakehouse holds (README, "Which tables"): `db.table` globs (`*` any run of
     characters, `?` one), compared without case as TiDB compares names. A table is kept when it matches an
-    `include` rule (or there are none) and no `exclude` rule. Bronze keeps every raw message."""
+    `include` rule (or there are none) and no `exclude` rule. `exclude_columns` maps a `db.table` glob to the
+    columns left out of its tables (names without case; a key column is always kept). Bronze keeps every raw
+    message."""
 
     include: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
+    exclude_columns: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def filters(self) -> bool:
         return bool(self.include or self.exclude)
+
+    def left_out_columns(self, database: str | None, table: str | None) -> set[str]:
+        """The columns (lower case) `exclude_columns` leaves out of `database.table`."""
+        return {
+            column.lower()
+            for pattern, columns in self.exclude_columns.items()
+            if _matches(pattern, database, table)
+            for column in columns
+        }
 
     def keeps(self, database: str | None, table: str | None) -> bool:
         """Whether rows of `database.table` reach silver; statements of no table (a database's) always do."""
@@ -138,13 +150,15 @@ class TableRules:
             return True
 
         def matches(patterns: list[str]) -> bool:
-            return any(
-                re.fullmatch(db, database or "", re.IGNORECASE | re.DOTALL)
-                and re.fullmatch(tb, table, re.IGNORECASE | re.DOTALL)
-                for db, tb in map(glob_regexes, patterns)
-            )
+            return any(_matches(pattern, database, table) for pattern in patterns)
 
         return (not self.include or matches(self.include)) and not matches(self.exclude)
+
+
+def _matches(pattern: str, database: str | None, table: str | None) -> bool:
+    db, tb = glob_regexes(pattern)
+    flags = re.IGNORECASE | re.DOTALL
+    return table is not None and bool(re.fullmatch(db, database or "", flags) and re.fullmatch(tb, table, flags))
 
 
 def glob_parts(pattern: str) -> tuple[str, str] | None:
@@ -413,13 +427,16 @@ def _check(config: PipelineConfig, file: Path) -> None:
             )
         if s.landing.max_records_per_run <= 0 or s.landing.max_bytes_per_run <= 0:
             raise fail(f"{where}.landing", "max_records_per_run and max_bytes_per_run must be positive")
-        for key in ("include", "exclude"):
-            for j, pattern in enumerate(getattr(s.tables, key)):
-                if glob_parts(pattern) is None:
-                    raise fail(
-                        f"{where}.tables.{key}[{j}]",
-                        f"{pattern!r} must be db.table (globs * and ?; a name with a dot in backquotes: `a.b`.t)",
-                    )
+        rules = [(f"{key}[{j}]", p) for key in ("include", "exclude") for j, p in enumerate(getattr(s.tables, key))]
+        for key, pattern in [*rules, *((f"exclude_columns.{p}", p) for p in s.tables.exclude_columns)]:
+            if glob_parts(pattern) is None:
+                raise fail(
+                    f"{where}.tables.{key}",
+                    f"{pattern!r} must be db.table (globs * and ?; a name with a dot in backquotes: `a.b`.t)",
+                )
+        for pattern, columns in s.tables.exclude_columns.items():
+            if not columns or not all(columns):
+                raise fail(f"{where}.tables.exclude_columns.{pattern}", "must list one or more column names")
         if s.gold.keyless_tables not in KEYLESS_TABLE_MODES:
             raise fail(
                 f"{where}.gold.keyless_tables",

@@ -77,7 +77,7 @@ def load_snapshot(
     from pyspark.sql import functions as F
 
     from spark_jobs.silver import merges
-    from spark_jobs.silver.build import next_silver_seq, record_run
+    from spark_jobs.silver.build import apply_table_rules, next_silver_seq, record_run
 
     source = config.source(source_name)
     started = time.monotonic()
@@ -119,9 +119,12 @@ def load_snapshot(
     seq = next_silver_seq(spark, source.name)
     snapshot_loads.record_start(spark, source.name, location, export.snapshot_ts, chosen, seq, force)
     log.info("source %s: writing the snapshot into silver", source.name)
-    merges.merge_snapshot_schemas(spark, source.name, source.protocol, export.snapshot_ts, statements)
+    merges.merge_snapshot_schemas(
+        spark, source.name, source.protocol, export.snapshot_ts, statements, source.tables
+    )
     if parsed is not None:
-        merges.merge_row_changes(spark, source.name, parsed.withColumn("source", F.lit(source.name)), seq)
+        rows = apply_table_rules(spark, parsed, source.tables).withColumn("source", F.lit(source.name))
+        merges.merge_row_changes(spark, source.name, rows, seq)
         parsed.unpersist()
     record_run(
         spark,

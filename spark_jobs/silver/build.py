@@ -208,7 +208,7 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
         lambda batches: decode_batches(batches, protocol, options, primers, partition_ts),
         from_arrow_schema(DECODED_SCHEMA),
     ).withColumn("source", F.lit(source.name))
-    decoded = _mark_left_out(spark, decoded, source.tables).cache()
+    decoded = apply_table_rules(spark, decoded, source.tables).cache()
     with named_transient_faults(source.name):  # decoding runs here, before anything is written
         # one pass: counts per kind, and each table's row shapes (merge_ddl_events infers schemas from them)
         tally = (
@@ -287,18 +287,49 @@ def _left_behind(spark, source: SourceSettings) -> None:
         )
 
 
-def _mark_left_out(spark, decoded, rules: TableRules):
-    """The decoded events with kind `left_out` for the rows (and Simple's schema announcements) of a table the
-    source's rules leave out: they never reach silver. DDL statements go on to the interpreter, which needs
-    every table's schema to follow a rename (`merges.within_rules`)."""
+def apply_table_rules(spark, decoded, rules: TableRules):
+    """The decoded events as the source's table rules let them into silver: kind `left_out` for the rows (and
+    Simple's schema announcements) of a left-out table, and a row's left-out columns taken out of its images
+    (a key column stays). DDL statements go on to the interpreter, which needs every table's schema to follow a
+    rename (`merges.within_rules`)."""
     from pyspark.sql import functions as F
 
-    if not rules.filters:
-        return decoded
-    left_out, rule_args = left_out_sql(rules)
-    marked = spark.sql(f"SELECT *, {left_out} AS left_out FROM {{decoded}}", args=rule_args, decoded=decoded)
-    kind = F.when(F.col("kind").isin("row", "waiting", "bootstrap") & F.col("left_out"), F.lit("left_out"))
-    return marked.withColumn("kind", kind.otherwise(F.col("kind"))).drop("left_out")
+    if rules.filters:
+        left_out, rule_args = left_out_sql(rules)
+        marked = spark.sql(f"SELECT *, {left_out} AS left_out FROM {{decoded}}", args=rule_args, decoded=decoded)
+        kind = F.when(F.col("kind").isin("row", "waiting", "bootstrap") & F.col("left_out"), F.lit("left_out"))
+        decoded = marked.withColumn("kind", kind.otherwise(F.col("kind"))).drop("left_out")
+    if rules.exclude_columns:
+        columns, rule_args = left_out_columns_sql(rules)
+        marked = spark.sql(f"SELECT *, {columns} AS left_out_columns FROM {{decoded}}", args=rule_args, decoded=decoded)
+
+        def without(image: str):
+            keep = lambda k, _: ~F.array_contains("left_out_columns", F.lower(k)) | F.array_contains("key_columns", k)  # noqa: E731
+            return F.when(F.col("kind") == "row", F.map_filter(image, keep)).otherwise(F.col(image))
+
+        decoded = marked.select(
+            *[without(c).alias(c) if c in ("before", "after", "column_types") else F.col(c) for c in decoded.columns]
+        )
+    return decoded
+
+
+def left_out_columns_sql(rules: TableRules) -> tuple[str, dict[str, str]]:
+    """SQL for the array of the column names (lower case) `exclude_columns` leaves out of a row's table, over
+    `database` and `table`, with its parameters (globs and names are values, never SQL text)."""
+    args: dict[str, str] = {}
+    parts = []
+    for i, (pattern, columns) in enumerate(rules.exclude_columns.items()):
+        db, tb = glob_regexes(pattern)
+        args[f"columns_db_{i}"], args[f"columns_tb_{i}"] = f"(?isu)^(?:{db})$", f"(?isu)^(?:{tb})$"
+        names = []
+        for j, column in enumerate(columns):
+            args[f"column_{i}_{j}"] = column.lower()
+            names.append(f":column_{i}_{j}")
+        parts.append(
+            f"CASE WHEN database RLIKE :columns_db_{i} AND `table` RLIKE :columns_tb_{i} "
+            f"THEN array({', '.join(names)}) ELSE array() END"
+        )
+    return f"concat({', '.join(parts)})", args
 
 
 def _primers(spark, source: SourceSettings) -> list[Primer]:

@@ -384,8 +384,9 @@ def within_rules(rules: TableRules, events: list[DdlEventRow]) -> list[DdlEventR
     """The events of the tables `rules` keep. The interpreter reads every statement (a rename needs the table it
     moves), and what it derives for a left-out table is dropped here: a rename out of the kept tables is the
     drop of the table the lakehouse had, and a rename into them needs a snapshot (its rows so far were left
-    out)."""
-    if not rules.filters:
+    out). A left-out column stays in the schema marked `left_out` (the interpreter needs it to read a later
+    statement about it; gold's replay leaves it out) and its values never reach silver."""
+    if not rules.filters and not rules.exclude_columns:
         return events
     out = []
     for e in events:
@@ -393,7 +394,7 @@ def within_rules(rules: TableRules, events: list[DdlEventRow]) -> list[DdlEventR
         renamed = e.old_table is not None and (e.old_database, e.old_table) != (e.database, e.table)
         kept_before = rules.keeps(e.old_database, e.old_table) if renamed else kept
         if kept:
-            out.append(e if kept_before else replace(e, needs_snapshot=True))
+            out.append(_columns_marked(rules, e if kept_before else replace(e, needs_snapshot=True)))
         elif kept_before:
             out.append(
                 replace(
@@ -406,6 +407,19 @@ def within_rules(rules: TableRules, events: list[DdlEventRow]) -> list[DdlEventR
                 )
             )
     return out
+
+
+def _columns_marked(rules: TableRules, event: DdlEventRow) -> DdlEventRow:
+    """The event with each column of its schema marked `left_out` as the rules say now (a key column never)."""
+    if event.table_schema is None:
+        return event
+    schema = json.loads(event.table_schema)
+    left_out = rules.left_out_columns(event.database, event.table) - {k.lower() for k in schema["key_columns"]}
+    for column in schema["columns"]:
+        column.pop("left_out", None)
+        if column["name"].lower() in left_out:
+            column["left_out"] = True
+    return replace(event, table_schema=json.dumps(schema))
 
 
 def _recorded_steps(recorded: list) -> list[tuple]:

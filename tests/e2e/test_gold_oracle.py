@@ -155,9 +155,19 @@ def assert_gold_is_upstream(spark, source: str, workload, as_of: int, rules: Tab
 
 
 def kept_schemas(workload, as_of: int, rules: TableRules | None) -> dict:
-    """The upstream tables as of `as_of` that the table rules keep."""
+    """The upstream tables as of `as_of` that the table rules keep, without the columns they leave out (a key
+    column is always kept)."""
     schemas = upstream_schemas(workload.events, as_of=as_of, preexisting=workload.preexisting)
-    return {name: table for name, table in schemas.items() if rules is None or rules.keeps(*name)}
+    if rules is None:
+        return schemas
+    kept = {}
+    for name, table in schemas.items():
+        if rules.keeps(*name):
+            left_out = rules.left_out_columns(*name) - {k.lower() for k in table.key}
+            kept[name] = dataclasses.replace(
+                table, columns=tuple(c for c in table.columns if c.name.lower() not in left_out)
+            )
+    return kept
 
 
 def assert_history_is_upstream(
@@ -313,10 +323,19 @@ def by_key(state: dict, key: tuple[str, ...]) -> dict:
 
 
 def random_table_rules(workload: Workload, rng: random.Random) -> TableRules:
-    """Rules that leave out one random table of the workload (by a glob) and include every database by name, so
-    the oracle runs with a filter that a rename, a drop and the keyless table meet. A table renamed from a
-    left-out name into a kept one needs a snapshot (its earlier rows were left out: test_table_rules.py), which
-    a stream alone cannot give: such a choice is drawn again."""
+    """Rules that leave out one random table of the workload (by a glob) and one column of another, and include
+    every database by name, so the oracle runs with a filter that renames, drops, retyped columns and the
+    keyless table meet. A table renamed from a left-out name into a kept one needs a snapshot (its earlier rows
+    were left out: test_table_rules.py), and so does a column renamed into the kept ones: a stream alone cannot
+    give their earlier values, and such a choice is drawn again."""
+    renamed_columns = {
+        c.name.lower()
+        for e in workload.events
+        if isinstance(e, Ddl) and e.ddl_type == "rename_column"
+        for t in (e.table_before, e.table_after)
+        if t is not None
+        for c in t.columns
+    }
     renames = [
         ((e.table_before.database, e.table_before.name), (e.database, e.table))
         for e in workload.events
@@ -327,9 +346,25 @@ def random_table_rules(workload: Workload, rng: random.Random) -> TableRules:
     for _ in range(20):
         db, t = rng.choice(tables)
         glob = t[:-1] + "?" if len(t) > 1 and rng.random() < 0.5 else t
-        rules = TableRules(
+        columns = sorted(
+            {
+                (e.table.database, e.table.name, c.name)
+                for e in workload.events
+                if isinstance(e, RowChange) and e.table.database != KEYLESS.database
+                for c in e.table.columns
+                if c.name not in e.table.key and c.name.lower() not in renamed_columns
+            }
+        )
+        tables_only = TableRules(
             include=[f"`{d.replace('`', '``')}`.*" for d in databases],
             exclude=[f"`{db.replace('`', '``')}`.{glob.replace('.', '?').replace('`', '?')}"],
+        )
+        columns = [c for c in columns if tables_only.keeps(c[0], c[1])]
+        if not columns:
+            continue
+        cdb, ct, column = rng.choice(columns)
+        rules = dataclasses.replace(
+            tables_only, exclude_columns={f"`{cdb.replace('`', '``')}`.`{ct.replace('`', '``')}`": [column]}
         )
         if not any(not rules.keeps(*old) and rules.keeps(*new) for old, new in renames):
             return rules

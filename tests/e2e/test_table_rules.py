@@ -1,11 +1,13 @@
 """Table rules on the real broker, Spark, Iceberg and dbt: a rule added later applies from the next run on and
 names what it leaves behind; `rebuild silver` removes that, and gold then equals the upstream without the
-table; a Dumpling snapshot load leaves the table out too. The gold oracle runs with random rules
+table; a Dumpling snapshot load leaves the table out too, and a left-out column (never a key column) with it. The gold oracle runs with random rules
 (test_gold_oracle.py); what a rule keeps, and a rename across the rules, are in tests/unit/test_table_rules.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import random
 from collections import Counter
@@ -87,9 +89,24 @@ def test_a_rule_added_later_applies_from_then_on_and_a_rebuild_removes_what_came
 
     tables = upstream_schemas(workload.events, as_of=end)
     export = write_export(tmp_path / "export", end, tables, upstream_state(workload.events, as_of=end))
-    load_snapshot(spark, source_config(SNAPSHOT_SOURCE, tables=rules), SNAPSHOT_SOURCE, str(export))
+    (db, t), table = next((n, s) for n, s in sorted(tables.items()) if n != left_out and len(s.columns) > len(s.key))
+    column = next(c.name for c in table.columns if c.name not in table.key)
+    with_columns = dataclasses.replace(rules, exclude_columns={f"`{db}`.*": [column.upper(), *table.key]})
+    load_snapshot(spark, source_config(SNAPSHOT_SOURCE, tables=with_columns), SNAPSHOT_SOURCE, str(export))
     loaded = _tables_in_silver(spark, SNAPSHOT_SOURCE)
     expected = {
         n: len(rows) for n, rows in upstream_state(workload.events, as_of=end).items() if rows and n != left_out
     }
     assert dict(loaded) == expected
+    keys = spark.sql(
+        f"""SELECT DISTINCT explode(map_keys(after)) AS k FROM {SILVER_ROW_CHANGES}
+            WHERE source = :s AND database = :d AND `table` = :t""",
+        args={"s": SNAPSHOT_SOURCE, "d": db, "t": t},
+    ).collect()
+    assert {r["k"] for r in keys} == {c.name for c in table.columns} - {column}, "a left-out column reached silver"
+    schema = spark.sql(
+        f"SELECT table_schema FROM {SILVER_DDL_EVENTS} WHERE source = :s AND database = :d AND `table` = :t",
+        args={"s": SNAPSHOT_SOURCE, "d": db, "t": t},
+    ).collect()[0]["table_schema"]
+    marked = {c["name"] for c in json.loads(schema)["columns"] if c.get("left_out")}
+    assert marked == {column}, "the schema marks the left-out column (never a key column)"

@@ -4,6 +4,8 @@ are filtered in Spark by the same globs (tests/e2e/test_table_rules.py, and the 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from spark_jobs.config import TableRules, glob_regexes, load_config
@@ -75,3 +77,32 @@ def test_a_rename_across_the_rules_is_a_drop_out_of_them_and_a_snapshot_into_the
         (6, "create_database", "crm", None, True, False),
     ]
     assert within_rules(TableRules(), events) == events
+
+
+def test_a_left_out_column_stays_in_the_schema_marked_and_a_later_statement_about_it_reads():
+    rules = TableRules(exclude_columns={"shop.c*": ["EMAIL", "id"]})
+    steps = [
+        _statement(
+            1,
+            "CREATE TABLE shop.customers (id int primary key, email varchar(20), city varchar(9))",
+            "shop",
+            "customers",
+        ),
+        _statement(2, "ALTER TABLE shop.customers MODIFY email varchar(40)", "shop", "customers"),
+    ]
+    events = within_rules(rules, _derived_events("s", "canal-json", steps))
+    assert [e.understood for e in events] == [True, True]
+    for event in events:
+        columns = {c["name"]: c.get("left_out", False) for c in json.loads(event.table_schema)["columns"]}
+        assert columns == {"id": False, "email": True, "city": False}  # a key column is never left out
+    assert TableRules(exclude_columns={"shop.c*": ["email"]}).left_out_columns("SHOP", "Customers") == {"email"}
+
+
+def test_an_empty_column_list_stops_the_run_naming_it(tmp_path):
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(
+        "sources:\n  - name: s\n    protocol: canal-json\n    topics: [t]\n    kafka: {bootstrap_servers: 'k:9092'}\n"
+        "    tables:\n      exclude_columns: {'shop.customers': []}\n"
+    )
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.tables\.exclude_columns\.shop\.customers: must list"):
+        load_config(path)

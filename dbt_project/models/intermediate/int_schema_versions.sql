@@ -55,7 +55,17 @@ versions as (
         ddl_type,
         commit_ts as valid_from_ts,
         lead(commit_ts) over (partition by source_name, table_uid order by commit_ts) as valid_to_ts,
-        table_schema.columns,
+        -- a column the source's table rules leave out (spark_jobs.silver.merges.within_rules) is not gold's
+        transform(
+            filter(table_schema.columns, column -> not coalesce(column.left_out, false)),
+            column -> named_struct(
+                'id', column.id,
+                'name', column.name,
+                'type', column.type,
+                'nullable', column.nullable,
+                'origin_default', column.origin_default
+            )
+        ) as columns,
         table_schema.key_columns,
         table_schema is null or ddl_type in ('drop_table', 'drop_database') as is_dropped,
         needs_snapshot,
