@@ -57,13 +57,9 @@ versions as (
         lead(commit_ts) over (partition by source_name, table_uid order by commit_ts) as valid_to_ts,
         -- a column the source's table rules leave out (spark_jobs.silver.merges.within_rules) is not gold's
         transform(
-            filter(table_schema.columns, column -> not coalesce(column.left_out, false)),
-            column -> named_struct(
-                'id', column.id,
-                'name', column.name,
-                'type', column.type,
-                'nullable', column.nullable,
-                'origin_default', column.origin_default
+            filter(table_schema.columns, c -> not coalesce(c.left_out, false)),
+            c -> named_struct(
+                'id', c.id, 'name', c.name, 'type', c.type, 'nullable', c.nullable, 'origin_default', c.origin_default
             )
         ) as columns,
         table_schema.key_columns,
