@@ -119,9 +119,7 @@ def load_snapshot(
     seq = next_silver_seq(spark, source.name)
     snapshot_loads.record_start(spark, source.name, location, export.snapshot_ts, chosen, seq, force)
     log.info("source %s: writing the snapshot into silver", source.name)
-    merges.merge_snapshot_schemas(
-        spark, source.name, source.protocol, export.snapshot_ts, statements, source.tables
-    )
+    merges.merge_snapshot_schemas(spark, source.name, source.protocol, export.snapshot_ts, statements, source.tables)
     if parsed is not None:
         rows = apply_table_rules(spark, parsed, source.tables).withColumn("source", F.lit(source.name))
         merges.merge_row_changes(spark, source.name, rows, seq)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spark_jobs.backfill import daily
 from spark_jobs.errors import ConfigError
 from spark_jobs.gold.build import RebuildScope, build_gold
 from spark_jobs.gold.history import split_table
@@ -82,9 +83,12 @@ def rebuild(params: Mapping[str, Any], config: ConfigRef = None) -> Rebuilt:
     with writing(cfg, source, f"rebuild {layer} {source}") as spark:
         if layer == "silver":
             r = rebuild_silver(spark, cfg, source)
+            removed = daily.remove_left_out(spark, source, cfg.source(source).tables)
             return Rebuilt(
                 f"{source}: silver rebuilt from bronze: {r.messages} messages, {r.row_changes} row changes, "
-                f"{r.ddl_events} DDL, {r.quarantined} quarantined; consistent ts {r.consistent_ts}"
+                f"{r.ddl_events} DDL, {r.quarantined} quarantined, {r.left_out} row changes left out by the table "
+                f"rules{f' (and {len(removed)} daily tables or columns)' if removed else ''}; "
+                f"consistent ts {r.consistent_ts}"
             )
         result = build_gold(spark, cfg, source, rebuild=RebuildScope(frozenset({layer}), named))
     counts = result.tables if layer == "gold" else result.history

@@ -1,12 +1,13 @@
 """Table rules on the real broker, Spark, Iceberg and dbt: a rule added later applies from the next run on and
 names what it leaves behind; `rebuild silver` removes that, and gold then equals the upstream without the
-table; a Dumpling snapshot load leaves the table out too, and a left-out column (never a key column) with it. The gold oracle runs with random rules
+table (and the daily tables neither the table nor a left-out column); a Dumpling snapshot load leaves the table
+out too, and a left-out column (never a key column) with it. The gold oracle runs with random rules
 (test_gold_oracle.py); what a rule keeps, and a rename across the rules, are in tests/unit/test_table_rules.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import datetime as dt
 import json
 import logging
 import random
@@ -14,13 +15,15 @@ from collections import Counter
 
 import pytest
 
+from spark_jobs import steps
+from spark_jobs.backfill import daily
 from spark_jobs.backfill.snapshot import load_snapshot
 from spark_jobs.bronze.land import land_bronze
 from spark_jobs.config import TableRules
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.runtime.tables import SILVER_DDL_EVENTS, SILVER_ROW_CHANGES
-from spark_jobs.silver.build import build_silver, rebuild_silver
+from spark_jobs.silver.build import build_silver
 from tests.e2e.kill import slices
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream, gold_tables
 from ticdc_devkit.broker import produce
@@ -45,12 +48,18 @@ def _tables_in_silver(spark, source: str) -> Counter:
 def test_a_rule_added_later_applies_from_then_on_and_a_rebuild_removes_what_came_before(
     spark, broker, source_config, caplog, tmp_path
 ):
-    workload = random_workload(SEED, tables=3, changes=60, preexisting=0, protocol="canal-json")
+    # transactions hours apart, so that a whole day is written to the daily tables before the rebuild
+    workload = random_workload(SEED, tables=3, changes=50, ddl=False, preexisting=0, tick_ms=(3_600_000, 7_200_000))
     first, second = slices(workload, 2, random.Random(SEED), SOURCE)
     end = workload.consistent_ts
     changed = Counter((e.table.database, e.table.name) for e in workload.events if isinstance(e, RowChange))
-    left_out = next(name for name, _ in changed.most_common() if name in upstream_schemas(workload.events, end))
-    rules = TableRules(exclude=[f"`{left_out[0]}`.`{left_out[1]}`"])
+    tables = upstream_schemas(workload.events, as_of=end)
+    left_out = next(name for name, _ in changed.most_common() if name in tables)
+    (db, t), table = next((n, s) for n, s in sorted(tables.items()) if n != left_out and len(s.columns) > len(s.key))
+    column = next(c.name for c in table.columns if c.name not in table.key)
+    rules = TableRules(
+        exclude=[f"`{left_out[0]}`.`{left_out[1]}`"], exclude_columns={f"`{db}`.*": [column.upper(), *table.key]}
+    )
     broker.create_topics([SOURCE], partitions=1)
 
     plain = source_config(SOURCE)
@@ -70,16 +79,27 @@ def test_a_rule_added_later_applies_from_then_on_and_a_rebuild_removes_what_came
     assert _tables_in_silver(spark, SOURCE)[left_out] == before, "rows of the left-out table reached silver"
     warned = [r.getMessage() for r in caplog.records if "table rules leave out" in r.getMessage()]
     assert warned and f"{left_out[0]}.{left_out[1]}" in warned[0] and "rebuild silver" in warned[0]
-    build_gold(spark, ruled, SOURCE)
+    assert build_gold(spark, ruled, SOURCE).consistent_ts == end
     assert names.gold_table(*left_out) in gold_tables(spark, SOURCE), "what came before the rule stays until a rebuild"
+    first_day = dt.datetime.fromtimestamp(min(changed_ts(workload)) / 1000, dt.UTC).date()
+    assert daily.day_status(spark, SOURCE, first_day).complete, "the workload must span a whole day"
+    daily.write_day(spark, SOURCE, first_day)
+    daily_namespace, left_out_daily = names.daily_table(SOURCE, *left_out)
+    assert spark.catalog.tableExists(f"{daily_namespace}.{left_out_daily}")
 
-    rebuilt = rebuild_silver(spark, ruled, SOURCE)
-    assert rebuilt.left_out == changed[left_out]
+    rebuilt = steps.rebuild({"source": SOURCE, "layer": "silver"}, ruled)
+    assert f"{changed[left_out]} row changes left out by the table rules" in rebuilt.line
     assert left_out not in _tables_in_silver(spark, SOURCE)
     assert not spark.sql(
         f"SELECT * FROM {SILVER_DDL_EVENTS} WHERE source = :s AND database = :d AND `table` = :t",
         args={"s": SOURCE, "d": left_out[0], "t": left_out[1]},
     ).count()
+    assert column not in _columns_in_silver(spark, SOURCE, db, t)
+    assert not spark.catalog.tableExists(f"{daily_namespace}.{left_out_daily}"), "a left-out table's days stay"
+    for name, kept in tables.items():
+        if name != left_out and name[0] == db and spark.catalog.tableExists(".".join(names.daily_table(SOURCE, *name))):
+            daily_columns = spark.table(".".join(names.daily_table(SOURCE, *name))).columns
+            assert column not in daily_columns and all(k in daily_columns for k in kept.key)
     gold = build_gold(spark, ruled, SOURCE)
     assert gold.consistent_ts == end
     assert names.gold_table(*left_out) not in gold_tables(spark, SOURCE)
@@ -87,26 +107,31 @@ def test_a_rule_added_later_applies_from_then_on_and_a_rebuild_removes_what_came
     assert_gold_is_upstream(spark, SOURCE, workload, end, rules)
     assert_history_is_upstream(spark, SOURCE, workload, end, [end], rules)
 
-    tables = upstream_schemas(workload.events, as_of=end)
     export = write_export(tmp_path / "export", end, tables, upstream_state(workload.events, as_of=end))
-    (db, t), table = next((n, s) for n, s in sorted(tables.items()) if n != left_out and len(s.columns) > len(s.key))
-    column = next(c.name for c in table.columns if c.name not in table.key)
-    with_columns = dataclasses.replace(rules, exclude_columns={f"`{db}`.*": [column.upper(), *table.key]})
-    load_snapshot(spark, source_config(SNAPSHOT_SOURCE, tables=with_columns), SNAPSHOT_SOURCE, str(export))
+    load_snapshot(spark, source_config(SNAPSHOT_SOURCE, tables=rules), SNAPSHOT_SOURCE, str(export))
     loaded = _tables_in_silver(spark, SNAPSHOT_SOURCE)
     expected = {
         n: len(rows) for n, rows in upstream_state(workload.events, as_of=end).items() if rows and n != left_out
     }
     assert dict(loaded) == expected
-    keys = spark.sql(
-        f"""SELECT DISTINCT explode(map_keys(after)) AS k FROM {SILVER_ROW_CHANGES}
-            WHERE source = :s AND database = :d AND `table` = :t""",
-        args={"s": SNAPSHOT_SOURCE, "d": db, "t": t},
-    ).collect()
-    assert {r["k"] for r in keys} == {c.name for c in table.columns} - {column}, "a left-out column reached silver"
+    assert _columns_in_silver(spark, SNAPSHOT_SOURCE, db, t) == {c.name for c in table.columns} - {column}
     schema = spark.sql(
         f"SELECT table_schema FROM {SILVER_DDL_EVENTS} WHERE source = :s AND database = :d AND `table` = :t",
         args={"s": SNAPSHOT_SOURCE, "d": db, "t": t},
     ).collect()[0]["table_schema"]
     marked = {c["name"] for c in json.loads(schema)["columns"] if c.get("left_out")}
     assert marked == {column}, "the schema marks the left-out column (never a key column)"
+
+
+def changed_ts(workload) -> list[int]:
+    """The physical milliseconds of each row change's commit ts."""
+    return [e.commit_ts >> 18 for e in workload.events if isinstance(e, RowChange)]
+
+
+def _columns_in_silver(spark, source: str, database: str, table: str) -> set[str]:
+    rows = spark.sql(
+        f"""SELECT DISTINCT explode(map_keys(coalesce(after, before))) AS k FROM {SILVER_ROW_CHANGES}
+            WHERE source = :s AND database = :d AND `table` = :t""",
+        args={"s": source, "d": database, "t": table},
+    ).collect()
+    return {r["k"] for r in rows}
