@@ -259,7 +259,8 @@ def build_gold(
             raise ConfigError(f"source {source_name} has no gold table {', '.join(f'{d}.{t}' for d, t in unknown)}")
     with run.phases.timed("models"):
         write_plan(spark, source_name, planned)
-        gold_models.write_models(config.local_dir, source_name, [p.model for p in planned])
+        rules = config.source(source_name).tables
+        gold_models.write_models(config.local_dir, source_name, [p.model.under(rules) for p in planned])
         _drop_stale_tables(spark, source_name, [p.model for p in planned])
 
     with run.phases.timed("dbt"):

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 
-from spark_jobs.config import PROJECT_ROOT
+from spark_jobs.config import PROJECT_ROOT, TableRules
 from spark_jobs.gold import names
 
 DBT_PROJECT = PROJECT_ROOT / "dbt_project"
@@ -41,10 +41,16 @@ class GoldModel:
     table: str
     columns: list[dict]
     key_columns: list[str]
+    left_out_columns: tuple[str, ...] = ()  # named by the source's table rules (README, "Which tables and columns")
 
     @property
     def name(self) -> str:
         return names.model_name(self.source, self.database, self.table)
+
+    def under(self, rules: TableRules) -> GoldModel:
+        """The model with the columns the source's rules leave out of its table named (a key column never)."""
+        left_out = rules.left_out_columns(self.database, self.table) - {k.lower() for k in self.key_columns}
+        return replace(self, left_out_columns=tuple(sorted(left_out)))
 
     @property
     def alias(self) -> str:
@@ -160,7 +166,9 @@ def _upstream_columns(model: GoldModel) -> list[dict]:
 def _described_table(model: GoldModel) -> str:
     upstream = _jinja_safe(f"{model.database}.{model.table}") or "(a name dbt cannot show)"
     keys = ", ".join(_jinja_safe(k) or "?" for k in model.key_columns) or "none"
-    return f"upstream table {upstream} (key: {keys}) from source {model.source}"
+    left_out = ", ".join(_jinja_safe(c) or "?" for c in model.left_out_columns)
+    rules = f"; columns left out by the source's table rules: {left_out}" if left_out else ""
+    return f"upstream table {upstream} (key: {keys}{rules}) from source {model.source}"
 
 
 def _model_yaml(model: GoldModel) -> dict:

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from spark_jobs.bronze.land import committed_offsets
 from spark_jobs.codecs.checksum import FAILURE_PATTERN
@@ -168,6 +169,7 @@ class SourceStatus:
     keyless: list[str] = field(default_factory=list)  # upstream tables without a handle key
     keyless_tables: str = "changes"  # what gold holds of them: the source's gold.keyless_tables
     reconciliation: Reconciliation | None = None
+    table_rules: dict[str, Any] = field(default_factory=dict)  # the source's `tables` rules, as configured
 
 
 def _reconciliation(spark, source: str) -> Reconciliation | None:
@@ -391,6 +393,7 @@ def collect_status(
         history=[_run_record(spark, source.name, run, now_ms, layers, gold)],
         publication=publication,
         reconciliation=_reconciliation(spark, source.name),
+        table_rules=asdict(source.tables),
     )
 
 

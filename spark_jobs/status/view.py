@@ -91,6 +91,7 @@ def source_view(source: SourceSettings, snapshot: dict | None, broker: BrokerOff
         "gold_tables": snapshot["gold_tables"],
         "publication": snapshot.get("publication"),
         "reconciliation": snapshot.get("reconciliation"),  # None until the source is reconciled
+        "table_rules": snapshot.get("table_rules") or {},  # absent from a snapshot recorded before table rules
     }
 
 

@@ -11,15 +11,18 @@ import datetime as dt
 import json
 import logging
 import random
+import re
 from collections import Counter
 
 import pytest
+import yaml
 
 from spark_jobs import steps
 from spark_jobs.backfill import daily
 from spark_jobs.backfill.snapshot import load_snapshot
 from spark_jobs.bronze.land import land_bronze
 from spark_jobs.config import TableRules
+from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.runtime.tables import SILVER_DDL_EVENTS, SILVER_ROW_CHANGES
@@ -106,6 +109,10 @@ def test_a_rule_added_later_applies_from_then_on_and_a_rebuild_removes_what_came
     assert names.gold_table(*left_out) + names.HISTORY_SUFFIX not in gold_tables(spark, SOURCE)
     assert_gold_is_upstream(spark, SOURCE, workload, end, rules)
     assert_history_is_upstream(spark, SOURCE, workload, end, [end], rules)
+    models = yaml.safe_load((gold_models.source_dir(ruled.local_dir, SOURCE) / f"_{SOURCE}__models.yml").read_text())
+    described = " ".join(m["description"] for m in models["models"])
+    said = re.findall(r"columns left out by the source's table rules: ([^)]*)\)", described)  # the dbt docs say so
+    assert said and all(column.lower() in s.split(", ") for s in said)
 
     export = write_export(tmp_path / "export", end, tables, upstream_state(workload.events, as_of=end))
     load_snapshot(spark, source_config(SNAPSHOT_SOURCE, tables=rules), SNAPSHOT_SOURCE, str(export))

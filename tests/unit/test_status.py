@@ -77,6 +77,11 @@ def snapshot(history: list[dict] | None = None) -> dict:
         "gaps": [],
         "needing_snapshot": ["shop.orders"],
         "keyless": ["shop.audit_log"],
+        "table_rules": {
+            "include": ["shop.*"],
+            "exclude": ["shop.tmp_*"],
+            "exclude_columns": {"shop.customers": ["email"]},
+        },
         "reconciliation": {
             "checked_at_ms": NOW - 5_000,
             "against": "mysql://checker@127.0.0.1:4000",

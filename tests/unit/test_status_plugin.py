@@ -68,6 +68,12 @@ def test_status_page_json_and_metrics_show_the_snapshot(client):
     assert "Tables without a primary key or NOT NULL unique key" in html and "shop.audit_log</p>" in html
     assert "Row checksum failures (mismatch, or marked corrupted by TiCDC): 2" in html
     assert "3 tables, 1 differs, 1 match, 1 not compared" in html
+    rules = html.split('data-field="table-rules">', 1)[1].split("</p>", 1)[0]
+    assert rules == (
+        'Table rules (README, "Which tables and columns"): only <span data-field="include">shop.*</span>; not '
+        '<span data-field="exclude">shop.tmp_*</span>; without email of <span data-field="exclude-columns">'
+        "shop.customers</span>"
+    )
     assert '<span data-field="reconcile-mismatched">shop.orders: differs</span>' in html
     view = c.get("/status.json").json()["sources"][0]
     assert view["partitions"][0] == {
