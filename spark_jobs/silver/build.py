@@ -265,8 +265,9 @@ def left_out_sql(rules: TableRules) -> tuple[str, dict[str, str]]:
 
 
 def _left_behind(spark, source: SourceSettings) -> None:
-    """Say which tables the source's rules leave out that silver (and so gold) still holds: a rule applies from
-    the run that first reads it on, and `rebuild silver` removes what came before."""
+    """Say which tables the source's rules leave out that silver still holds (and gold, where upstream still
+    has them): a rule applies from the run that first reads it on, and `rebuild silver` removes what came
+    before."""
     if not source.tables.filters:
         return
     left_out, rule_args = left_out_sql(source.tables)
@@ -278,7 +279,7 @@ def _left_behind(spark, source: SourceSettings) -> None:
     if behind:
         names = ", ".join(sorted(f"{r['database']}.{r['table']}" for r in behind)[:10])
         log.warning(
-            "source %s: %d tables the table rules leave out are still in silver and gold (%s); "
+            "source %s: %d tables the table rules leave out are still in silver, and in gold where they exist (%s); "
             "`ticdc-lake rebuild silver --source %s` removes them",
             source.name,
             len(behind),
@@ -303,9 +304,11 @@ def apply_table_rules(spark, decoded, rules: TableRules):
         columns, rule_args = left_out_columns_sql(rules)
         marked = spark.sql(f"SELECT *, {columns} AS left_out_columns FROM {{decoded}}", args=rule_args, decoded=decoded)
 
+        def kept(name, _value):
+            return ~F.array_contains("left_out_columns", F.lower(name)) | F.array_contains("key_columns", name)
+
         def without(image: str):
-            keep = lambda k, _: ~F.array_contains("left_out_columns", F.lower(k)) | F.array_contains("key_columns", k)  # noqa: E731
-            return F.when(F.col("kind") == "row", F.map_filter(image, keep)).otherwise(F.col(image))
+            return F.when(F.col("kind") == "row", F.map_filter(image, kept)).otherwise(F.col(image))
 
         decoded = marked.select(
             *[without(c).alias(c) if c in ("before", "after", "column_types") else F.col(c) for c in decoded.columns]
