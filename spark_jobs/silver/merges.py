@@ -346,9 +346,9 @@ def _apply_steps(spark, source: str, protocol: str, steps: list, recorded: list,
         )
         log.info("source %s: DDL history replayed for changes older than its newest DDL: %d events", source, len(out))
         return max(added, 0)
-    out = within_rules(
-        rules, _derived_events(source, protocol, sorted(steps, key=lambda s: s[:5]), _schemas_in_force(recorded))
-    )
+    in_force = _schemas_in_force(recorded)
+    derived = _derived_events(source, protocol, sorted(steps, key=lambda s: s[:5]), dict(in_force))
+    out = within_rules(rules, derived, {s["table_uid"]: s for s in in_force.values() if s is not None})
     if out:
         _write_ddl_events(spark, out)
     return sum(event.schema_origin == "inferred" for event in out)
@@ -380,21 +380,26 @@ def _derived_events(
     return out
 
 
-def within_rules(rules: TableRules, events: list[DdlEventRow]) -> list[DdlEventRow]:
+def within_rules(
+    rules: TableRules, events: list[DdlEventRow], marked_before: dict[str, dict] | None = None
+) -> list[DdlEventRow]:
     """The events of the tables `rules` keep. The interpreter reads every statement (a rename needs the table it
     moves), and what it derives for a left-out table is dropped here: a rename out of the kept tables is the
     drop of the table the lakehouse had, and a rename into them needs a snapshot (its rows so far were left
     out). A left-out column stays in the schema marked `left_out` (the interpreter needs it to read a later
-    statement about it; gold's replay leaves it out) and its values never reach silver."""
+    statement about it; gold's replay leaves it out) and its values never reach silver; a column left out
+    before and kept now (a rename across the rules) needs a snapshot too. `marked_before`: the schemas in force
+    before the events, by table_uid, as recorded."""
     if not rules.filters and not rules.exclude_columns:
         return events
+    marked = dict(marked_before or {})
     out = []
     for e in events:
         kept = rules.keeps(e.database, e.table)
         renamed = e.old_table is not None and (e.old_database, e.old_table) != (e.database, e.table)
         kept_before = rules.keeps(e.old_database, e.old_table) if renamed else kept
         if kept:
-            out.append(_columns_marked(rules, e if kept_before else replace(e, needs_snapshot=True)))
+            out.append(_columns_marked(rules, e if kept_before else replace(e, needs_snapshot=True), marked))
         elif kept_before:
             out.append(
                 replace(
@@ -409,8 +414,10 @@ def within_rules(rules: TableRules, events: list[DdlEventRow]) -> list[DdlEventR
     return out
 
 
-def _columns_marked(rules: TableRules, event: DdlEventRow) -> DdlEventRow:
-    """The event with each column of its schema marked `left_out` as the rules say now (a key column never)."""
+def _columns_marked(rules: TableRules, event: DdlEventRow, marked: dict[str, dict]) -> DdlEventRow:
+    """The event with each column of its schema marked `left_out` as the rules say now (a key column never);
+    one that `marked` (the table's schema before, by table_uid) had left out and that is kept now has no earlier
+    values in silver, so the table needs a snapshot."""
     if event.table_schema is None:
         return event
     schema = json.loads(event.table_schema)
@@ -419,7 +426,12 @@ def _columns_marked(rules: TableRules, event: DdlEventRow) -> DdlEventRow:
         column.pop("left_out", None)
         if column["name"].lower() in left_out:
             column["left_out"] = True
-    return replace(event, table_schema=json.dumps(schema))
+    before = marked.get(schema.get("table_uid") or "")
+    was_left_out = {c["id"] for c in (before or {}).get("columns", []) if c.get("left_out")}
+    returns = was_left_out & {c["id"] for c in schema["columns"] if not c.get("left_out")}
+    if schema.get("table_uid"):
+        marked[schema["table_uid"]] = schema
+    return replace(event, table_schema=json.dumps(schema), needs_snapshot=event.needs_snapshot or bool(returns))
 
 
 def _recorded_steps(recorded: list) -> list[tuple]:
