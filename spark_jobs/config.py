@@ -14,8 +14,10 @@ import re
 import types
 import typing
 import zoneinfo
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -133,16 +135,22 @@ class TableRules:
 
     @property
     def filters(self) -> bool:
+        """Whether some table is left out."""
         return bool(self.include or self.exclude)
 
-    def left_out_columns(self, database: str | None, table: str | None) -> set[str]:
-        """The columns (lower case) `exclude_columns` leaves out of `database.table`."""
+    @property
+    def active(self) -> bool:
+        """Whether some table or column is left out."""
+        return self.filters or bool(self.exclude_columns)
+
+    def left_out_columns(self, database: str | None, table: str | None, key_columns: Iterable[str] = ()) -> set[str]:
+        """The columns (lower case) `exclude_columns` leaves out of `database.table`; a key column never."""
         return {
             column.lower()
             for pattern, columns in self.exclude_columns.items()
             if _matches(pattern, database, table)
             for column in columns
-        }
+        } - {k.lower() for k in key_columns}
 
     def keeps(self, database: str | None, table: str | None) -> bool:
         """Whether rows of `database.table` reach silver; statements of no table (a database's) always do."""
@@ -180,6 +188,7 @@ def glob_parts(pattern: str) -> tuple[str, str] | None:
     return parts[0], parts[1]
 
 
+@cache
 def glob_regexes(pattern: str) -> tuple[str, str]:
     """A `db.table` rule as two regular expressions, of the database and of the table, that Python and Java
     (Spark's `rlike`) read alike: `*` any run of characters, `?` one, a backquoted part a name as it is."""

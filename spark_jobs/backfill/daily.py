@@ -20,7 +20,6 @@ table lost stay, null from then on.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import time
 import zoneinfo
@@ -31,7 +30,7 @@ from spark_jobs.errors import IncompleteDayError
 from spark_jobs.gold import history, names
 from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.sql import quote_ident
-from spark_jobs.runtime.tables import SILVER_DDL_EVENTS
+from spark_jobs.silver.merges import schemas_in_force
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +135,9 @@ def remove_left_out(spark, source: str, rules: TableRules) -> list[str]:
     rest (a rule added later: `rebuild silver` removes from silver and gold what came before it, this from the
     days written before). Returns what was removed, as `db.table` or `db.table.column`."""
     namespace = names.daily_namespace(source)
-    if not (rules.filters or rules.exclude_columns) or not spark.catalog.databaseExists(namespace):
+    if not rules.active or not spark.catalog.databaseExists(namespace):
         return []
+    schemas = schemas_in_force(spark, source)
     removed = []
     for row in spark.sql(f"SHOW TABLES IN {quote_ident(namespace)}").collect():
         if row["isTemporary"]:
@@ -148,7 +148,8 @@ def remove_left_out(spark, source: str, rules: TableRules) -> list[str]:
             spark.sql(f"DROP TABLE IF EXISTS {quoted}")
             removed.append(f"{database}.{table}")
             continue
-        left_out = rules.left_out_columns(database, table) - _key_columns(spark, source, database, table)
+        keys = (schemas.get((database, table)) or {}).get("key_columns", [])
+        left_out = rules.left_out_columns(database, table, keys)
         for column in spark.table(quoted).columns:
             if column.lower() in left_out and column != KEY_COLUMN:
                 spark.sql(f"ALTER TABLE {quoted} DROP COLUMN {quote_ident(column)}")
@@ -156,17 +157,6 @@ def remove_left_out(spark, source: str, rules: TableRules) -> list[str]:
     for what in removed:
         log.info("daily %s: %s removed (left out by the table rules)", namespace, what)
     return removed
-
-
-def _key_columns(spark, source: str, database: str, table: str) -> set[str]:
-    """The key columns (lower case) of the table's newest schema in silver: a key column is never left out."""
-    rows = spark.sql(
-        f"""SELECT max_by(table_schema, commit_ts) AS s FROM {SILVER_DDL_EVENTS}
-            WHERE source = :source AND database = :database AND `table` = :table AND table_schema IS NOT NULL""",
-        args={"source": source, "database": database, "table": table},
-    ).collect()
-    schema = json.loads(rows[0]["s"]) if rows and rows[0]["s"] else {"key_columns": []}
-    return {k.lower() for k in schema["key_columns"]}
 
 
 def _history_tables(spark, source: str) -> list[str]:

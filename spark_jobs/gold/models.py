@@ -49,7 +49,7 @@ class GoldModel:
 
     def under(self, rules: TableRules) -> GoldModel:
         """The model with the columns the source's rules leave out of its table named (a key column never)."""
-        left_out = rules.left_out_columns(self.database, self.table) - {k.lower() for k in self.key_columns}
+        left_out = rules.left_out_columns(self.database, self.table, self.key_columns)
         return replace(self, left_out_columns=tuple(sorted(left_out)))
 
     @property

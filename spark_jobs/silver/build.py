@@ -245,18 +245,23 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
     return counts
 
 
+def _matches_sql(pattern: str, name: str, args: dict[str, str]) -> str:
+    """SQL that holds when a row's `database` and `table` match the `db.table` glob `pattern`; its two regular
+    expressions go into `args` as parameters `<name>_db` and `<name>_tb` (values, never SQL text)."""
+    db, tb = glob_regexes(pattern)
+    args[f"{name}_db"], args[f"{name}_tb"] = f"(?isu)^(?:{db})$", f"(?isu)^(?:{tb})$"
+    return f"(database RLIKE :{name}_db AND `table` RLIKE :{name}_tb)"
+
+
 def left_out_sql(rules: TableRules) -> tuple[str, dict[str, str]]:
     """SQL that holds for a row of a table the rules leave out, over `database` and `table`, with its
-    parameters (the globs are values, never SQL text); `false` without rules."""
+    parameters; `false` without rules."""
     if not rules.filters:
         return "false", {}
     args: dict[str, str] = {}
 
     def matches(kind: str, patterns: list[str]) -> str:
-        tests = []
-        for i, (db, tb) in enumerate(map(glob_regexes, patterns)):
-            args[f"{kind}_db_{i}"], args[f"{kind}_tb_{i}"] = f"(?isu)^(?:{db})$", f"(?isu)^(?:{tb})$"
-            tests.append(f"(database RLIKE :{kind}_db_{i} AND `table` RLIKE :{kind}_tb_{i})")
+        tests = [_matches_sql(pattern, f"{kind}_{i}", args) for i, pattern in enumerate(patterns)]
         return f"coalesce({' OR '.join(tests)}, false)" if tests else "false"
 
     excluded = matches("exclude", rules.exclude)
@@ -322,16 +327,9 @@ def left_out_columns_sql(rules: TableRules) -> tuple[str, dict[str, str]]:
     args: dict[str, str] = {}
     parts = []
     for i, (pattern, columns) in enumerate(rules.exclude_columns.items()):
-        db, tb = glob_regexes(pattern)
-        args[f"columns_db_{i}"], args[f"columns_tb_{i}"] = f"(?isu)^(?:{db})$", f"(?isu)^(?:{tb})$"
-        names = []
-        for j, column in enumerate(columns):
-            args[f"column_{i}_{j}"] = column.lower()
-            names.append(f":column_{i}_{j}")
-        parts.append(
-            f"CASE WHEN database RLIKE :columns_db_{i} AND `table` RLIKE :columns_tb_{i} "
-            f"THEN array({', '.join(names)}) ELSE array() END"
-        )
+        args |= {f"column_{i}_{j}": column.lower() for j, column in enumerate(columns)}
+        names = ", ".join(f":column_{i}_{j}" for j in range(len(columns)))
+        parts.append(f"CASE WHEN {_matches_sql(pattern, f'columns_{i}', args)} THEN array({names}) ELSE array() END")
     return f"concat({', '.join(parts)})", args
 
 

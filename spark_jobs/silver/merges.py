@@ -390,7 +390,7 @@ def within_rules(
     statement about it; gold's replay leaves it out) and its values never reach silver; a column left out
     before and kept now (a rename across the rules) needs a snapshot too. `marked_before`: the schemas in force
     before the events, by table_uid, as recorded."""
-    if not rules.filters and not rules.exclude_columns:
+    if not rules.active:
         return events
     marked = dict(marked_before or {})
     out = []
@@ -421,7 +421,7 @@ def _columns_marked(rules: TableRules, event: DdlEventRow, marked: dict[str, dic
     if event.table_schema is None:
         return event
     schema = json.loads(event.table_schema)
-    left_out = rules.left_out_columns(event.database, event.table) - {k.lower() for k in schema["key_columns"]}
+    left_out = rules.left_out_columns(event.database, event.table, schema["key_columns"])
     for column in schema["columns"]:
         column.pop("left_out", None)
         if column["name"].lower() in left_out:
@@ -651,6 +651,11 @@ def _recorded_ddl_events(spark, source: str) -> list:
             ORDER BY commit_ts, topic, `partition`, `offset`""",
         args={"source": source},
     ).collect()
+
+
+def schemas_in_force(spark, source: str) -> dict[tuple, dict | None]:
+    """(database, table) -> the source's schema in force after every DDL event silver holds."""
+    return _schemas_in_force(_recorded_ddl_events(spark, source))
 
 
 def _schemas_in_force(recorded: list) -> dict[tuple, dict | None]:
