@@ -103,12 +103,22 @@ class DecodingSettings:
 
 @dataclass(frozen=True)
 class GoldSettings:
-    """How the source's gold holds what has no row identity (README, "Tables without a key")."""
+    """How the source's gold tables hold what has no row identity (README, "Tables without a key") and how a
+    delete lands in a keyed table's current state (README, "How deletes land"): `hard` removes the row, `soft`
+    keeps it with `_deleted_at`, `ignore` keeps it as it was (a key change still removes the old key).
+    `table_deletes` maps `db.table` globs to a mode; the first that matches a table wins, else `deletes`."""
 
     keyless_tables: str = "changes"  # changes: a change table per keyless table; skip: no gold table for them
+    deletes: str = "hard"
+    table_deletes: dict[str, str] = field(default_factory=dict)
+
+    def delete_mode(self, database: str, table: str) -> str:
+        """The delete mode of `database.table`."""
+        return next((m for p, m in self.table_deletes.items() if _matches(p, database, table)), self.deletes)
 
 
 KEYLESS_TABLE_MODES = ("changes", "skip")
+DELETE_MODES = ("hard", "soft", "ignore")
 
 
 @dataclass(frozen=True)
@@ -446,6 +456,19 @@ def _check(config: PipelineConfig, file: Path) -> None:
         for pattern, columns in s.tables.exclude_columns.items():
             if not columns or not all(columns):
                 raise fail(f"{where}.tables.exclude_columns.{pattern}", "must list one or more column names")
+        modes = [("deletes", s.gold.deletes), *((f"table_deletes.{p}", m) for p, m in s.gold.table_deletes.items())]
+        for key, mode in modes:
+            if mode not in DELETE_MODES:
+                raise fail(f"{where}.gold.{key}", f"{mode!r} is not allowed; allowed: {', '.join(DELETE_MODES)}")
+        if s.protocol == "avro" and "ignore" in {mode for _, mode in modes}:
+            raise fail(
+                f"{where}.gold",
+                "delete mode ignore needs deletes that carry their commit ts, to tell a key change from a delete; "
+                'Avro\'s deletes carry none (README, "How deletes land")',
+            )
+        for pattern in s.gold.table_deletes:
+            if glob_parts(pattern) is None:
+                raise fail(f"{where}.gold.table_deletes.{pattern}", f"{pattern!r} must be db.table (globs * and ?)")
         if s.gold.keyless_tables not in KEYLESS_TABLE_MODES:
             raise fail(
                 f"{where}.gold.keyless_tables",

@@ -5,7 +5,9 @@
 
   - gold: `_row_key` unique and not null and `_op` insert or update among the rows it checks; and as many of those
     rows as keys silver says are live (the key's newest published change, after the last truncation or snapshot,
-    is not a delete); a keyless table's change table holds every change, deletes too;
+    is not a delete); a keyless table's change table holds every change, deletes too. By the table's delete mode:
+    soft keeps a row for every key, `_op` delete exactly where `_deleted_at` is set; ignore counts a key live
+    unless its newest change is a delete the mode applies (half of a key change, gold_current_state);
   - history: no version listed twice, at most one open version per key.
 
   `whole` checks every row of the table (after a rebuild or a schema change, or a full check); `changed` checks
@@ -19,7 +21,8 @@
     {%- if not execute -%} {{ return([]) }} {%- endif -%}
     {%- set query -%}
         select table_uid, gold_check, history_check, previous_consistent_ts, previous_silver_seq, late,
-               to_json(versions), consistent_ts, truncated_at_ts, snapshot_at_ts, size(key_columns) = 0
+               to_json(versions), consistent_ts, truncated_at_ts, snapshot_at_ts, size(key_columns) = 0,
+               coalesce(delete_mode, 'hard')
         from {{ plan_relation }}
         where gold_check is not null or history_check is not null
     {%- endset -%}
@@ -29,7 +32,7 @@
                                         'previous_ts': row[3], 'previous_seq': row[4], 'late': row[5],
                                         'versions': fromjson(row[6]), 'consistent_ts': row[7],
                                         'truncated_at_ts': row[8], 'snapshot_at_ts': row[9],
-                                        'keyless': row[10]}}) -%}
+                                        'keyless': row[10], 'delete_mode': row[11]}}) -%}
     {%- endfor -%}
     {%- for node in graph.nodes.values() -%}
         {%- set uid = node.config.get('table_uid') -%}
@@ -91,6 +94,15 @@
     {{ 'true' if table.keyless else 'false' }}
 {%- endmacro %}
 
+{#- Whether every key has a gold row, deletes too: a change table, or soft deletes. -#}
+{% macro gold_check_every_key(table) -%}
+    {{ 'true' if table.keyless or table.delete_mode == 'soft' else 'false' }}
+{%- endmacro %}
+
+{% macro gold_check_ignores_deletes(table) -%}
+    {{ 'true' if not table.keyless and table.delete_mode == 'ignore' else 'false' }}
+{%- endmacro %}
+
 {% macro gold_check_published(table) -%}
     {%- if table.keyless -%} true  {#- a change table keeps the changes before a truncation -#}
     {%- else -%}
@@ -128,13 +140,32 @@ silver_rows as (
         op,
         struct(commit_ts, op_order, kafka_partition, kafka_offset, event_index) as change_order,
         commit_ts,
-        silver_seq
+        silver_seq,
+        array_contains(flags, 'key_change_split') as key_change_split
     from {{ inputs.changes }}
     where source_name = {{ sql_string(source_name) }}
       and commit_ts <= {{ sql_integer(tables[0].consistent_ts) }}
     {%- if bounded | length == tables | length %}
       and (silver_seq > {{ sql_integer(bounded | map(attribute='previous_seq') | min) }}
            or commit_ts > {{ sql_integer(bounded | map(attribute='previous_ts') | min) }})
+    {%- endif %}
+
+),
+{%- set ignoring = tables | selectattr('delete_mode', 'equalto', 'ignore') | rejectattr('keyless') | list %}
+
+applied_rows as (
+
+    {%- if ignoring %}
+    select * from (
+        select *, bool_or(op = 'insert') over (partition by table_index, commit_ts) as insert_at_ts
+        from silver_rows
+    )
+    where not (
+        op = 'delete' and not key_change_split and not insert_at_ts
+        and {{ gold_per_table(tables, gold_check_ignores_deletes) }}
+    )
+    {%- else %}
+    select * from silver_rows
     {%- endif %}
 
 ),
@@ -146,7 +177,7 @@ silver_keys as (
         row_key,
         max_by(op, change_order) as newest_op,
         bool_or({{ gold_per_table(tables, gold_check_is_new) }}) as changed
-    from silver_rows
+    from applied_rows
     where table_index is not null
       and {{ gold_per_table(tables, gold_check_published) }}
       and {{ gold_per_table(tables, gold_check_read_all) }}
@@ -156,7 +187,7 @@ silver_keys as (
 
 silver_live_keys as (
 
-    select table_index, count_if(newest_op <> 'delete' or {{ gold_per_table(tables, gold_check_keyless) }}) as live_keys
+    select table_index, count_if(newest_op <> 'delete' or {{ gold_per_table(tables, gold_check_every_key) }}) as live_keys
     from silver_keys
     where changed
     group by table_index
@@ -169,13 +200,21 @@ gold_rows as (
 
     {%- for table in gold %}
     {{ 'union all' if not loop.first }}
-    select {{ tables.index(table) + 1 }} as table_index, _row_key, _op, {{ gold_check_keyless(table) }} as keyless
+    select
+        {{ tables.index(table) + 1 }} as table_index,
+        _row_key,
+        _op,
+        {{ gold_check_keyless(table) }} as keyless,
+        {{ '_deleted_at is not null' if table.delete_mode == 'soft' and not table.keyless else 'false' }} as soft_deleted
     from {{ table.gold }}
     {%- if table.gold_check == 'changed' and not table.late %}
     where _commit_ts > {{ gold_check_since(table) }}
     {%- endif %}
     {%- else %}
-    select 0 as table_index, cast(null as string) as _row_key, cast(null as string) as _op, false as keyless where false
+    select
+        0 as table_index, cast(null as string) as _row_key, cast(null as string) as _op, false as keyless,
+        false as soft_deleted
+    where false
     {%- endfor %}
 
 ),
@@ -205,7 +244,10 @@ gold_keys as (
         table_index,
         _row_key,
         count(*) as copies,
-        bool_or(_op is null or not (_op in ('insert', 'update') or (keyless and _op = 'delete'))) as bad_op
+        bool_or(
+            _op is null
+            or not (_op in ('insert', 'update') and not soft_deleted or (keyless or soft_deleted) and _op = 'delete')
+        ) as bad_op
     from checked_gold
     group by table_index, _row_key
 
@@ -276,7 +318,7 @@ problems as (
         case
             when gold_keys._row_key is null then '_row_key is null'
             when gold_keys.copies > 1 then 'a _row_key more than once'
-            else '_op is not insert or update'
+            else '_op is not insert or update (or delete, with _deleted_at, of a soft-deleted row)'
         end as problem,
         gold_keys._row_key as detail
     from gold_keys

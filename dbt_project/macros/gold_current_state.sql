@@ -42,13 +42,14 @@
     {%- set plan_model = source(plan_name, plan_name) -%}
     {%- if not execute -%}  {#- parsing: what the models' SQL needs to name its inputs -#}
         {{ return({'mode': 'rebuild', 'columns': [], 'source_name': source_name, 'consistent_ts': 0, 'versions': [],
-                   'truncations': [], 'truncated_at_ts': none, 'snapshot_at_ts': none, 'late': false}) }}
+                   'truncations': [], 'truncated_at_ts': none, 'snapshot_at_ts': none, 'late': false,
+                   'delete_mode': 'hard'}) }}
     {%- endif -%}
     {%- set query -%}
         select columns, to_json(key_columns), schema_fingerprint, consistent_ts, consistency, silver_seq,
                upstream_database, upstream_table, previous_consistent_ts, previous_silver_seq, previous_columns,
                to_json(previous_key_columns), late, {{ layer }}_mode, reason, truncated_at_ts, snapshot_at_ts,
-               to_json(versions), to_json(truncations)
+               to_json(versions), to_json(truncations), delete_mode
         from {{ plan_model }}
         where table_uid = {{ sql_string(table_uid) }}
     {%- endset -%}
@@ -63,7 +64,7 @@
         'silver_seq': row[5], 'upstream': row[6] ~ '.' ~ row[7],
         'previous_consistent_ts': row[8], 'previous_silver_seq': row[9], 'late': row[12],
         'truncated_at_ts': row[15], 'snapshot_at_ts': row[16], 'versions': fromjson(row[17]),
-        'truncations': fromjson(row[18]), 'widened': []} -%}
+        'truncations': fromjson(row[18]), 'delete_mode': row[19] or 'hard', 'widened': []} -%}
     {%- do plan.update({'shape': gold_shape(plan.columns, fromjson(row[1])), 'keyless': not fromjson(row[1])}) -%}
     {%- if plan.mode == 'schema' -%}
         {%- set widened = gold_widened_columns(gold_shape(fromjson(row[10]), fromjson(row[11])), plan.shape) -%}
@@ -122,11 +123,11 @@
 {%- endmacro %}
 
 
-{#- The `_values` array (canonical text in the table's latest column order) as the table's typed, named columns,
+{#- A `_values` array (canonical text in the table's latest column order) as the table's typed, named columns,
     each after a comma. -#}
-{% macro gold_typed_columns(plan) -%}
+{% macro gold_typed_columns(plan, values='_values') -%}
     {%- for column in plan.columns %},
-        {{ cast_canonical('_values[' ~ loop.index0 ~ ']', column['type']) }} as {{ quote_name(column['name']) }}
+        {{ cast_canonical(values ~ '[' ~ loop.index0 ~ ']', column['type']) }} as {{ quote_name(column['name']) }}
     {%- endfor -%}
 {%- endmacro %}
 
@@ -150,6 +151,7 @@
         kafka_offset,
         event_index,
         silver_seq,
+        array_contains(flags, 'key_change_split') as key_change_split,
         case
         {%- for version in plan.versions %}
             when {{ gold_version_predicate(version) }} then {{ gold_version_values(plan, version) }}
@@ -181,10 +183,10 @@
 
 
 {#- The latest columns' values of a change written under `version`: by stable column id, the column's name then,
-    or its origin_default (a column added after the change). A keyless table's change table shows a delete's row
-    too (its before image). -#}
+    or its origin_default (a column added after the change). A keyless table's change table, and a table whose
+    deletes are soft, show a delete's row too (its before image). -#}
 {% macro gold_version_values(plan, version) -%}
-    {%- set image = 'coalesce(after, before)' if plan.get('keyless') else 'after' -%}
+    {%- set image = 'coalesce(after, before)' if plan.get('keyless') or plan.get('delete_mode') == 'soft' else 'after' -%}
     {%- set names = {} -%}
     {%- for column in version.columns -%} {%- do names.update({column.id: column.name}) -%} {%- endfor -%}
     array(
@@ -246,15 +248,37 @@ candidate_changes as (
 {%- endmacro %}
 
 
-{#- The model body: rows to publish (rebuild) or to merge (incremental, deletes included). -#}
+{#- The model body: rows to publish (rebuild) or to merge (incremental, deletes included). How a delete lands is
+    the table's delete mode (README, "How deletes land"):
+    - hard: the row goes;
+    - soft: the row stays with its last values (the newest change before the delete that is not one; the delete's
+      own before image when the run reads none, which a merge never applies to a row gold has), `_op` delete and
+      `_deleted_at` the delete's commit time; an insert of the key again brings it back to life;
+    - ignore: a delete is not applied, unless it is half of an update that changed the row's key: flagged so by
+      the decoder (sent unsplit), or sharing its commit ts with an insert into the table (TiCDC splits a key change
+      into a delete and an insert of one commit; a transaction that deletes one row and inserts another is read
+      the same way, so `output-raw-change-event = true` makes the mode exact). -#}
 {% macro gold_current_state(source_name, table_uid) %}
 {%- set plan = gold_refresh_plan(source_name, table_uid, 'gold') -%}
+{%- set keyed = not plan.get('keyless') -%}
+{%- set soft = keyed and plan.delete_mode == 'soft' -%}
 
 with
 
+silver_changes as (
+
+    {{ gold_changes(plan, plan.mode == 'incremental' and not plan.late, keyed) }}
+
+),
+
 published_changes as (
 
-    {{ gold_changes(plan, plan.mode == 'incremental' and not plan.late, not plan.get('keyless')) }}
+    select * from silver_changes
+    {%- if keyed and plan.delete_mode == 'ignore' %}
+    where op <> 'delete'
+       or key_change_split
+       or commit_ts in (select commit_ts from silver_changes where op = 'insert')
+    {%- endif %}
 
 ),
 
@@ -265,6 +289,12 @@ ranked as (
     select
         *,
         row_number() over (partition by row_key order by {{ newest_change_first() }}) as version_rank
+        {%- if soft %},
+        first(case when op <> 'delete' then _values end, true) over (
+            partition by row_key order by {{ newest_change_first() }}
+            rows between unbounded preceding and unbounded following
+        ) as last_values
+        {%- endif %}
     from candidate_changes
 
 ),
@@ -273,7 +303,7 @@ latest as (
 
     select * from ranked
     where version_rank = 1
-    {%- if plan.mode != 'incremental' and not plan.get('keyless') %}
+    {%- if plan.mode != 'incremental' and keyed and not soft %}
       and op <> 'delete'
     {%- endif %}
 
@@ -285,7 +315,13 @@ typed as (
         row_key as _row_key,
         commit_ts as _commit_ts,
         op as _op
-        {{- gold_typed_columns(plan) }}
+        {%- if soft %},
+        case when op = 'delete' then {{ tidb_ts_time('commit_ts') }} end as _deleted_at
+        {%- if plan.mode == 'incremental' %},
+        last_values is not null as _values_read
+        {%- endif %}
+        {%- endif %}
+        {{- gold_typed_columns(plan, 'coalesce(last_values, _values)' if soft else '_values') }}
     from latest
 
 )
@@ -324,6 +360,11 @@ select * from typed
             using ({{ sql }}) as s
             on t._row_key = s._row_key
             {%- if plan.keyless %}
+            when not matched then insert *
+            {%- elif plan.delete_mode == 'soft' %}
+            when matched and s._op = 'delete' and not s._values_read then
+                update set t._commit_ts = s._commit_ts, t._op = s._op, t._deleted_at = s._deleted_at
+            when matched then update set *
             when not matched then insert *
             {%- else %}
             when matched and s._op = 'delete' then delete

@@ -204,7 +204,8 @@ def build_gold(
     run = _Run(source_name, time.monotonic(), dt.datetime.now(dt.UTC), Phases())
     pinned: list[TableState] | None = None  # a run with only watermarks: every table as it is, at the newer ts
     with run.phases.timed("state"):
-        skip_keyless = config.source(source_name).gold.keyless_tables == "skip"
+        settings = config.source(source_name).gold
+        skip_keyless = settings.keyless_tables == "skip"
         unfinished = unfinished_load(spark, source_name)
         if unfinished is not None:
             raise SnapshotRefused(
@@ -221,11 +222,14 @@ def build_gold(
         request = Request(_asked(scope, "gold"), _asked(scope, "history"), full_check)
         state = read_state(spark, source_name)
         up_to_date = False
-        keyless_to_drop = skip_keyless and any(not t.key_columns for t in state)  # the setting changed
+        settings_changed = (skip_keyless and any(not t.key_columns for t in state)) or any(
+            t.key_columns and (t.delete_mode or "hard") != settings.delete_mode(t.upstream_database, t.upstream_table)
+            for t in state
+        )
         if (
             state
             and not request.asked
-            and not keyless_to_drop
+            and not settings_changed
             and all(t.ddl_events == position.ddl_events for t in state)
         ):
             up_to_date = all(
@@ -253,6 +257,7 @@ def build_gold(
             state,
             request,
             skip_keyless=skip_keyless,
+            delete_mode=settings.delete_mode,
         )
         unknown = sorted((scope.tables or frozenset()) - {(p.model.database, p.model.table) for p in planned})
         if unknown:
@@ -316,6 +321,7 @@ def _state_after(
                     position.consistent_ts,
                     position.ddl_events,
                     p.needs_snapshot,
+                    m.delete_mode,
                 )
             )
         else:

@@ -42,6 +42,7 @@ class GoldModel:
     columns: list[dict]
     key_columns: list[str]
     left_out_columns: tuple[str, ...] = ()  # named by the source's table rules (README, "Which tables and columns")
+    delete_mode: str = "hard"  # how a delete lands in the current state (README, "How deletes land")
 
     @property
     def name(self) -> str:
@@ -171,6 +172,19 @@ def _described_table(model: GoldModel) -> str:
     return f"upstream table {upstream} (key: {keys}{rules}) from source {model.source}"
 
 
+DELETES = {
+    "hard": "A delete upstream removes the row.",
+    "soft": (
+        "Deletes are soft: a deleted row stays with its last values, _op delete and _deleted_at set; the rows "
+        "upstream has are those where _deleted_at is null."
+    ),
+    "ignore": (
+        "Deletes are ignored: a deleted row stays as it was; an update that changes a row's key still removes the "
+        "old key."
+    ),
+}
+
+
 def _model_yaml(model: GoldModel) -> dict:
     """A keyed table's gold model holds its current state; a table without a handle key has no row identity
     upstream, so its gold model is its change table (README, "Tables without a key")."""
@@ -181,7 +195,7 @@ def _model_yaml(model: GoldModel) -> dict:
         what = (
             f"Current state of {_described_table(model)}, as of the source's consistent TiDB timestamp (the "
             "source's newest row in gold.publications), in the table's latest schema. Generated from silver's DDL "
-            "history; checked by the source's gold_run_checks."
+            f"history; checked by the source's gold_run_checks. {DELETES[model.delete_mode]}"
         )
     else:
         row_key = f"The change's identity (its commit ts, op and images as JSON) {checked}."
@@ -196,6 +210,14 @@ def _model_yaml(model: GoldModel) -> dict:
         {"name": "_commit_ts", "description": f"TiDB commit timestamp (TSO) {commit_ts}."},
         {"name": "_op", "description": op},
     ]
+    if model.key_columns and model.delete_mode == "soft":
+        columns[2]["description"] = "The newest change applied to the row: insert, update or delete (soft)."
+        columns.append(
+            {
+                "name": "_deleted_at",
+                "description": "When the row was deleted upstream (the delete's commit time, UTC); null while it lives.",
+            }
+        )
     return {"name": model.name, "description": what, "columns": columns + _upstream_columns(model)}
 
 

@@ -21,8 +21,8 @@ row from it); each row carries what a model needs to shape its rows without a jo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold.publish import TableState
@@ -37,7 +37,7 @@ PLAN_SCHEMA = """table_uid STRING, upstream_database STRING, upstream_table STRI
         columns: ARRAY<STRUCT<id: INT, name: STRING>>>>,
     truncations ARRAY<BIGINT>, previous_consistent_ts BIGINT, previous_silver_seq BIGINT, previous_columns STRING,
     previous_key_columns ARRAY<STRING>, late BOOLEAN, gold_mode STRING, history_mode STRING, reason STRING,
-    gold_check STRING, history_check STRING"""
+    gold_check STRING, history_check STRING, delete_mode STRING"""
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,7 @@ class TablePlan:
             self.reason,
             self.check(self.gold_mode),
             self.check(self.history_mode),
+            self.model.delete_mode,
         )
 
 
@@ -202,9 +203,11 @@ def plan_run(
     state: list[TableState],
     request: Request,
     skip_keyless: bool = False,
+    delete_mode: Callable[[str, str], str] = lambda database, table: "hard",
 ) -> list[TablePlan]:
     """The run's plan for every live table of the source (dropped tables are not in it, nor, with
-    `skip_keyless`, tables without a handle key)."""
+    `skip_keyless`, tables without a handle key). `delete_mode` gives a table's delete mode (GoldSettings); a
+    table without a key has none (its change table holds its deletes)."""
     recorded = {t.table_uid: t for t in state}
     changed = _changed_names(spark, source, state, consistent_ts)
     plans = []
@@ -226,14 +229,19 @@ def plan_run(
             json.loads(latest["columns"]),
             list(latest["key_columns"] or []),
         )
+        if model.key_columns:
+            model = replace(model, delete_mode=delete_mode(model.database, model.table))
         previous = recorded.get(table.uid)
         reason = _rebuild_reason(previous, model, truncated, snapshot)
+        gold_reason = _gold_rebuild_reason(previous, model)
         touched, late = (True, False) if changed is None or previous is None else _touches(table, changed, previous)
         schema_changed = previous is not None and previous.schema_fingerprint != latest["fingerprint"]
 
         gold_mode, history_mode = (
             "rebuild"
-            if request.rebuilds(layer, model.database, model.table) or reason is not None
+            if request.rebuilds(layer, model.database, model.table)
+            or reason is not None
+            or (layer == "gold" and gold_reason is not None)
             else "schema"
             if schema_changed
             else "incremental"
@@ -243,8 +251,9 @@ def plan_run(
         )
         why = (
             "rebuild requested"
-            if "rebuild" in (gold_mode, history_mode) and reason is None
+            if "rebuild" in (gold_mode, history_mode) and reason is None and gold_reason is None
             else reason
+            or gold_reason
             or ("schema changed" if schema_changed else "changes since the last run" if touched else "nothing to apply")
         )
         plans.append(
@@ -290,6 +299,14 @@ def _rebuild_reason(
         return "truncated"
     if snapshot is not None and snapshot > previous.consistent_ts:
         return "a Dumpling snapshot was loaded"
+    return None
+
+
+def _gold_rebuild_reason(previous: TableState | None, model: gold_models.GoldModel) -> str | None:
+    """Why the gold table alone is rebuilt: its delete mode changed (history keeps every version in every mode)."""
+    recorded = (previous.delete_mode or "hard") if previous is not None else model.delete_mode
+    if recorded != model.delete_mode:
+        return f"delete mode changed from {recorded} to {model.delete_mode}"
     return None
 
 

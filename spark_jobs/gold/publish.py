@@ -64,6 +64,7 @@ class TableState:
     changed_ts: int  # the consistent ts of the run that last changed them
     ddl_events: int  # the source's published DDL events when recorded: one arriving late shows as a new count
     needs_snapshot: bool = False  # a published DDL changed rows TiCDC does not send, after the last snapshot
+    delete_mode: str | None = None  # how deletes landed in the gold table (GoldSettings); None: hard (older state)
 
     @property
     def upstream(self) -> str:

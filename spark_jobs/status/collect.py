@@ -106,6 +106,7 @@ class GoldTable:
     needs_snapshot: bool
     versions: int | None = None  # row versions in its history table
     keyless: bool = False  # no handle key upstream: its gold table is its change table
+    deletes: str | None = None  # its delete mode (README, "How deletes land"); None for a change table
 
 
 @dataclass(frozen=True)
@@ -290,7 +291,8 @@ def _gold_tables(spark, source: str) -> list[GoldTable]:
         return []
     rows = spark.sql(
         f"""SELECT planned.upstream_database, planned.upstream_table, planned.needs_snapshot,
-                   coalesce(size(planned.key_columns), 0) <= 0 AS keyless, recorded.gold_relation, recorded.`rows`, recorded.versions, recorded.consistent_ts
+                   coalesce(size(planned.key_columns), 0) <= 0 AS keyless, recorded.gold_relation, recorded.`rows`,
+                   recorded.versions, recorded.consistent_ts, recorded.delete_mode
             FROM {GOLD_INTERMEDIATE} AS planned
             LEFT JOIN {GOLD_TABLES} AS recorded
                 ON recorded.source = planned.source_name AND recorded.table_uid = planned.table_uid
@@ -310,6 +312,7 @@ def _gold_tables(spark, source: str) -> list[GoldTable]:
             needs_snapshot=bool(r["needs_snapshot"]),
             versions=r["versions"],
             keyless=bool(r["keyless"]),
+            deletes=None if r["keyless"] else (r["delete_mode"] or "hard"),
         )
         for r in rows
     ]

@@ -15,7 +15,7 @@ def source_config(pipeline_config, broker):
 
     The source reads `topics` (default: the topic named like the source) or `topic_pattern` from the
     test broker, decodes with the options the simulator encodes with (unless `options` is given), and
-    takes `landing` / `decoding` settings as overrides and `tables` as its table rules; `runtime` replaces the
+    takes `landing` / `decoding` settings as overrides, `tables` as its table rules and `gold` as its gold settings; `runtime` replaces the
     test session's runtime.
     """
     from spark_jobs.config import KafkaSettings, SchemaRegistrySettings, SourceSettings
@@ -33,6 +33,7 @@ def source_config(pipeline_config, broker):
         decoding: dict | None = None,
         runtime=None,
         tables=None,
+        gold=None,
     ):
         source = SourceSettings(
             name=name,
@@ -45,6 +46,8 @@ def source_config(pipeline_config, broker):
         )
         if tables is not None:
             source = dataclasses.replace(source, tables=tables)
+        if gold is not None:
+            source = dataclasses.replace(source, gold=gold)
         source = dataclasses.replace(
             source,
             landing=dataclasses.replace(source.landing, **(landing or {})),

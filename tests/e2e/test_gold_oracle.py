@@ -31,18 +31,25 @@ import pytest
 from spark_jobs import steps
 from spark_jobs.bronze.land import land_bronze
 from spark_jobs.canonical.values import canonical_type
-from spark_jobs.config import TableRules
+from spark_jobs.config import DELETE_MODES, GoldSettings, TableRules
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
+from spark_jobs.gold.publish import tidb_time
 from spark_jobs.runtime.sql import quote_ident
 from spark_jobs.runtime.tables import SILVER_QUARANTINE
 from spark_jobs.silver.build import build_silver
 from ticdc_devkit.broker import produce
 from ticdc_devkit.dumpling_export import write_export
-from ticdc_devkit.gold_check import gold_state, oracle_state, rows_state
+from ticdc_devkit.gold_check import oracle_state, rows_state
 from ticdc_devkit.registry import running_registry
 from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, dispatch_partition, key_changed
-from ticdc_devkit.simulator.oracle import key_text, upstream_schemas, upstream_state, upstream_state_in_shape
+from ticdc_devkit.simulator.oracle import (
+    key_text,
+    removed_rows,
+    upstream_schemas,
+    upstream_state,
+    upstream_state_in_shape,
+)
 from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from ticdc_devkit.simulator.workload import Workload, create_table_sql, random_workload
 
@@ -50,7 +57,7 @@ pytestmark = pytest.mark.e2e
 
 PARTITIONS = 2
 RUNS = 3
-GOLD_COLUMNS = ("_row_key", "_commit_ts", "_op")
+GOLD_COLUMNS = ("_row_key", "_commit_ts", "_op", "_deleted_at")
 
 # What each canonical MySQL type is in gold (the README's type map, stated again here as the test's own oracle).
 SPARK_TYPES = {
@@ -122,11 +129,26 @@ def gold_snapshot(spark, source: str) -> dict[str, list]:
     }
 
 
-def assert_gold_is_upstream(spark, source: str, workload, as_of: int, rules: TableRules | None = None) -> None:
+def assert_gold_is_upstream(
+    spark,
+    source: str,
+    workload,
+    as_of: int,
+    rules: TableRules | None = None,
+    gold: GoldSettings | None = None,
+    exact_deletes: bool = True,
+) -> None:
     """Every upstream table (that the source's table `rules` keep) with rows as of `as_of` is a gold table with
     the same rows, values, columns and types; gold holds no other table (an upstream table that is still empty
-    may have none yet)."""
+    may have none yet). With soft or ignored deletes (`gold`'s delete modes) a keyed table holds the rows removed
+    upstream too, with their last values; soft-deleted ones, and only they, with `_op` delete and `_deleted_at`
+    the removal's commit time (with `exact_deletes` off, a time: the protocol's deletes carry none)."""
     rows = upstream_state(workload.events, as_of=as_of, preexisting=workload.preexisting)
+    gold = gold or GoldSettings()
+    removed = {
+        mode: removed_rows(workload.events, mode, as_of=as_of, preexisting=workload.preexisting)
+        for mode in ("soft", "ignore")
+    }
     schemas = kept_schemas(workload, as_of, rules)
     every = gold_tables(spark, source)
     present = {t for t in every if not t.endswith(names.HISTORY_SUFFIX)}
@@ -149,9 +171,30 @@ def assert_gold_is_upstream(spark, source: str, workload, as_of: int, rules: Tab
             assert actual == keyless_changes(workload, db, t, as_of), f"{db}.{t}: change table differs as of {as_of}"
             continue
         columns = [(c.name, canonical_type(c.type)) for c in table.columns]
-        actual = by_key(gold_state(spark, relation, columns), table.key)
-        expected = by_key(oracle_state(rows.get((db, t), {}), columns), table.key)
-        assert actual == expected, f"{db}.{t} differs from upstream as of {as_of}"
+        mode = gold.delete_mode(db, t)
+        kept = removed[mode].get((db, t), {}) if mode != "hard" else {}
+        gold_rows = spark.table(relation).collect()
+        actual = by_key(rows_state(gold_rows, columns), table.key)
+        expected = by_key(
+            oracle_state(rows.get((db, t), {}) | {k: r for k, (r, _) in kept.items()}, columns), table.key
+        )
+        assert actual == expected, f"{db}.{t} ({mode} deletes) differs from upstream as of {as_of}"
+        assert ("_deleted_at" in spark.table(relation).columns) == (mode == "soft"), f"{db}.{t}: _deleted_at"
+        if mode == "soft":
+            marked = {}
+            for r in gold_rows:
+                (values,) = rows_state([r], columns).values()
+                if r["_deleted_at"] is not None or r["_op"] == "delete":
+                    marked[tuple(values[k] for k in table.key)] = (r["_op"], r["_deleted_at"])
+            if not exact_deletes:
+                marked = {key: (op, at is not None) for key, (op, at) in marked.items()}
+            assert marked == {
+                tuple(row[k] for k in table.key): (
+                    "delete",
+                    tidb_time(ts).replace(tzinfo=None) if exact_deletes else True,
+                )
+                for row, ts in kept.values()
+            }, f"{db}.{t}: the soft-deleted rows are not those removed upstream, at their commit time"
 
 
 def kept_schemas(workload, as_of: int, rules: TableRules | None) -> dict:
@@ -371,6 +414,32 @@ def random_table_rules(workload: Workload, rng: random.Random) -> TableRules:
     raise AssertionError(f"no table rule leaves a renamed table alone among {tables}")
 
 
+def random_delete_modes(
+    workload: Workload, rng: random.Random, protocol: str, rules: TableRules | None
+) -> GoldSettings:
+    """Every delete mode at once: a random one as the source default, each other one for a random table that the
+    `rules` keep and that has deletes, by its name (Avro's deletes carry no commit ts, so it has no ignore mode:
+    config.py)."""
+    tables = sorted(
+        {
+            (e.table.database, e.table.name)
+            for e in workload.events
+            if isinstance(e, RowChange)
+            and e.op == "delete"
+            and (rules is None or rules.keeps(e.table.database, e.table.name))
+        }
+    )
+    modes = rng.sample(
+        [m for m in DELETE_MODES if protocol != "avro" or m != "ignore"], k=2 if protocol == "avro" else 3
+    )
+
+    def glob(db: str, t: str) -> str:
+        return f"`{db.replace('`', '``')}`.`{t.replace('`', '``')}`"
+
+    chosen = rng.sample(tables, min(len(tables), len(modes) - 1))
+    return GoldSettings(deletes=modes[0], table_deletes={glob(*name): m for name, m in zip(chosen, modes[1:])})
+
+
 # protocol -> the changefeed options beyond the protocol's own (EXTENSION_OPTIONS)
 VARIANTS = {"canal-json": {"output-raw-change-event": True}, "avro": {}}
 WITH_KEYLESS = ("canal-json",)  # TiCDC's Avro refuses a table without a key
@@ -393,7 +462,9 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
     messages = encode_stream(protocol, workload.events, topic=source, partitions=PARTITIONS, options=options)
     broker.create_topics([source], partitions=PARTITIONS)
     rules = random_table_rules(workload, rng) if protocol in WITH_RULES else None
-    config = source_config(source, protocol, registry=reg, tables=rules)
+    deletes = random_delete_modes(workload, rng, protocol, rules)
+    exact_deletes = protocol != "avro"  # Avro's deletes carry no commit ts: silver infers it
+    config = source_config(source, protocol, registry=reg, tables=rules, gold=deletes)
     cuts = sorted(rng.sample(range(1, len(messages)), RUNS - 1)) + [len(messages)]
     start, consistent = 0, []
     for end in cuts:
@@ -403,7 +474,7 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
         build_silver(spark, config, source)
         result = build_gold(spark, config, source, test=end == len(messages))  # dbt's tests: once, at the end
         if (result.consistency == "watermark" or end == len(messages)) and result.consistent_ts is not None:
-            assert_gold_is_upstream(spark, source, workload, result.consistent_ts, rules)
+            assert_gold_is_upstream(spark, source, workload, result.consistent_ts, rules, deletes, exact_deletes)
             consistent.append(result.consistent_ts)
             moments = moments_of(workload, rng, consistent)
             assert_history_is_upstream(spark, source, workload, result.consistent_ts, moments, rules)

@@ -99,6 +99,7 @@ def snapshot(history: list[dict] | None = None) -> dict:
                 "rows": 5,
                 "consistent_ts": TS,
                 "needs_snapshot": True,
+                "deletes": "soft",
             }
         ],
         "history": history if history is not None else [run("r1")],

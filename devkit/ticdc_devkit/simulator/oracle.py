@@ -144,11 +144,20 @@ class Upstream:
     """The upstream database, one event at a time in commit order: `rows` and `schemas` by (database, table).
 
     `preexisting` tables existed, empty, before the stream; a table that only rows mention appears with them.
+    `removed` keeps, per table, the rows a gold table with soft or ignored deletes still holds (README, "How
+    deletes land"), with the commit ts that removed them upstream, shaped by later DDL as the live rows are: with
+    `deletes` soft every removed key (a delete, or an update that changed the key); with ignore a delete whose
+    commit has no insert into the table (TiCDC sends a key change as a delete and an insert of one commit, which
+    `inserts_at` lists: (database, table, commit ts)).
     """
 
-    def __init__(self, preexisting: Iterable[Table] = ()):
+    def __init__(
+        self, preexisting: Iterable[Table] = (), deletes: str = "hard", inserts_at: frozenset[tuple] = frozenset()
+    ):
         self.schemas: dict[Name, Table] = {(t.database, t.name): t for t in preexisting}
         self.rows: dict[Name, Rows] = {name: {} for name in self.schemas}
+        self.removed: dict[Name, dict[tuple, tuple[dict[str, str | None], int]]] = {}
+        self.deletes, self.inserts_at = deletes, inserts_at
 
     def apply(self, e: Event) -> None:
         if isinstance(e, Ddl):
@@ -158,10 +167,12 @@ class Upstream:
 
     def _ddl(self, e: Ddl) -> None:
         rows, schemas = self.rows, self.schemas
+        removed = self.removed
         if e.ddl_type == "drop_database":
             for name in [n for n in {**rows, **schemas} if n[0] == e.database]:
                 rows.pop(name, None)
                 schemas.pop(name, None)
+                removed.pop(name, None)
             return
         if e.table is None:
             return
@@ -169,32 +180,54 @@ class Upstream:
         if e.ddl_type == "drop_table":
             rows.pop(name, None)
             schemas.pop(name, None)
+            removed.pop(name, None)
         elif e.ddl_type == "rename_table" and e.table_before is not None:
             old = (e.table_before.database, e.table_before.name)
             rows[name] = rows.pop(old, {})
+            removed[name] = removed.pop(old, {})
             schemas.pop(old, None)
             schemas[name] = e.table_after
         elif e.ddl_type in ("create_table", "truncate_table"):
             rows[name] = {}
+            removed.pop(name, None)
             schemas[name] = e.table_after or e.table_before
         elif e.table_after is not None:
             before = schemas.get(name) or e.table_before
             renames = _renames(before, e.table_after) if e.ddl_type == "rename_column" and before is not None else {}
             rows[name] = _reshape(rows.get(name, {}), before, e.table_after, renames)
+            kept = removed.get(name, {})
+            if kept:
+                shaped = _reshape({k: row for k, (row, _) in kept.items()}, before, e.table_after, renames)
+                removed[name] = {k: (shaped[k], ts) for k, (_, ts) in kept.items()}
             schemas[name] = e.table_after
 
     def _row(self, e: RowChange) -> None:
-        table_rows = self.rows.setdefault((e.table.database, e.table.name), {})
+        name = (e.table.database, e.table.name)
+        table_rows = self.rows.setdefault(name, {})
+        removed = self.removed.setdefault(name, {})
+        new_key = key_text(e.table, e.after) if e.after is not None else None
         if e.before is not None:
-            table_rows.pop(key_text(e.table, e.before), None)
+            old_key = key_text(e.table, e.before)
+            row = table_rows.pop(old_key, None)
+            kept = self.deletes == "soft" or (
+                self.deletes == "ignore" and e.after is None and (*name, e.commit_ts) not in self.inserts_at
+            )
+            if row is not None and old_key != new_key and kept:
+                removed[old_key] = (row, e.commit_ts)
         if e.after is not None:
-            table_rows[key_text(e.table, e.after)] = {
-                c.name: canonical_value(c.type, e.after.get(c.name)) for c in e.table.columns
-            }
+            removed.pop(new_key, None)
+            table_rows[new_key] = {c.name: canonical_value(c.type, e.after.get(c.name)) for c in e.table.columns}
 
 
-def _replay(events: list[Event], as_of: int | None, preexisting: Iterable[Table]) -> Upstream:
-    upstream = Upstream(preexisting)
+def _replay(events: list[Event], as_of: int | None, preexisting: Iterable[Table], deletes: str = "hard") -> Upstream:
+    inserts_at = frozenset(
+        (e.table.database, e.table.name, e.commit_ts)
+        for e in events
+        if isinstance(e, RowChange)
+        and e.after is not None
+        and (e.before is None or key_text(e.table, e.before) != key_text(e.table, e.after))
+    )
+    upstream = Upstream(preexisting, deletes, inserts_at)
     for e in sorted((e for e in events if isinstance(e, (Ddl, RowChange))), key=lambda e: e.commit_ts):
         if as_of is not None and e.commit_ts > as_of:
             break
@@ -207,6 +240,14 @@ def upstream_state(
 ) -> dict[Name, Rows]:
     """{(database, table): {key texts: {column: canonical text}}} after every event with ts <= as_of."""
     return _replay(events, as_of, preexisting).rows
+
+
+def removed_rows(
+    events: list[Event], deletes: str, as_of: int | None = None, preexisting: Iterable[Table] = ()
+) -> dict[Name, dict[tuple, tuple[dict[str, str | None], int]]]:
+    """{(database, table): {key texts: (last values, commit ts of the removal)}}: the rows removed upstream that a
+    gold table whose deletes are `deletes` (soft, ignore) still holds as of `as_of` (`Upstream.removed`)."""
+    return _replay(events, as_of, preexisting, deletes).removed
 
 
 def upstream_schemas(
