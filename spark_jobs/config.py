@@ -9,6 +9,7 @@ Strings may use `${VAR}` or `${VAR:-default}` for non-secret values such as brok
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import types
@@ -102,6 +103,75 @@ class DecodingSettings:
 
 
 @dataclass(frozen=True)
+class TableLayout:
+    """How a gold table and its history are laid out in Iceberg (README, "How gold is laid out"): partition fields
+    (`col`, `years(col)`, `months(col)`, `days(col)`, `hours(col)`, `bucket(N, col)`, `truncate(N, col)`) and a
+    sort order (`col`, `col desc`), by upstream column names. Changed later, the next run evolves the tables'
+    spec in place (no rewrite: files written before keep the spec they were written in)."""
+
+    partition_by: list[str] = field(default_factory=list)
+    sort_by: list[str] = field(default_factory=list)
+
+    @property
+    def partition_fields(self) -> list[tuple[str, int | None, str]]:
+        """(transform, its width or bucket count, column) per partition field; raises ValueError naming a bad one."""
+        return [partition_field(text) for text in self.partition_by]
+
+    @property
+    def sort_fields(self) -> list[tuple[str, str]]:
+        """(column, asc or desc) per sort field; raises ValueError naming a bad one."""
+        return [sort_field(text) for text in self.sort_by]
+
+
+PARTITION_TRANSFORMS = ("identity", "years", "months", "days", "hours", "bucket", "truncate")
+_PARTITION_RE = re.compile(
+    r"\s*(?:(?P<time>years|months|days|hours)\s*\(\s*(?P<tc>[^()]+?)\s*\)"
+    r"|(?P<sized>bucket|truncate)\s*\(\s*(?P<n>[0-9]+)\s*,\s*(?P<sc>[^()]+?)\s*\)"
+    r"|(?P<ic>[^()]+?))\s*",
+    re.IGNORECASE,
+)
+
+
+def partition_field(text: str) -> tuple[str, int | None, str]:
+    match = _PARTITION_RE.fullmatch(text)
+    if not match or not text.strip():
+        raise ValueError(
+            f"{text!r} is not a partition field: col, years|months|days|hours(col), bucket|truncate(N, col)"
+        )
+    if match["time"]:
+        return match["time"].lower(), None, match["tc"]
+    if match["sized"]:
+        if int(match["n"]) <= 0:
+            raise ValueError(f"{text!r}: {match['sized']} needs a positive number")
+        return match["sized"].lower(), int(match["n"]), match["sc"]
+    return "identity", None, match["ic"]
+
+
+def sort_field(text: str) -> tuple[str, str]:
+    match = re.fullmatch(r"\s*(.+?)(?:\s+(asc|desc))?\s*", text, re.IGNORECASE)
+    if not match or not text.strip():
+        raise ValueError(f"{text!r} is not a sort field: col, col asc or col desc")
+    return match[1], (match[2] or "asc").lower()
+
+
+@dataclass(frozen=True)
+class TypeMappings:
+    """Optional gold types for MySQL types whose default gold type users often do not want (README, "Column
+    types in gold"). Past the narrower type's range a value stops the run, naming the table and column."""
+
+    bigint_unsigned: str = "decimal"  # decimal: decimal(20,0), every value fits; bigint: bigint
+    wide_decimal: str = "string"  # DECIMAL wider than 38 digits: string; decimal38: decimal(38, its scale)
+
+    @property
+    def text(self) -> str | None:
+        """What gold.tables records (None: the defaults)."""
+        return None if self == TypeMappings() else json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+
+TYPE_MAPPINGS = {"bigint_unsigned": ("decimal", "bigint"), "wide_decimal": ("string", "decimal38")}
+
+
+@dataclass(frozen=True)
 class GoldSettings:
     """How the source's gold tables hold what has no row identity (README, "Tables without a key") and how a
     delete lands in a keyed table's current state (README, "How deletes land"): `hard` removes the row, `soft`
@@ -111,10 +181,16 @@ class GoldSettings:
     keyless_tables: str = "changes"  # changes: a change table per keyless table; skip: no gold table for them
     deletes: str = "hard"
     table_deletes: dict[str, str] = field(default_factory=dict)
+    layouts: dict[str, TableLayout] = field(default_factory=dict)  # db.table glob -> layout; the first match wins
+    types: TypeMappings = field(default_factory=TypeMappings)
 
     def delete_mode(self, database: str, table: str) -> str:
         """The delete mode of `database.table`."""
         return next((m for p, m in self.table_deletes.items() if _matches(p, database, table)), self.deletes)
+
+    def layout(self, database: str, table: str) -> tuple[str, TableLayout]:
+        """The layout of `database.table` and the glob that set it ("" and no layout: none did)."""
+        return next(((p, lay) for p, lay in self.layouts.items() if _matches(p, database, table)), ("", TableLayout()))
 
 
 KEYLESS_TABLE_MODES = ("changes", "skip")
@@ -469,6 +545,21 @@ def _check(config: PipelineConfig, file: Path) -> None:
         for pattern in s.gold.table_deletes:
             if glob_parts(pattern) is None:
                 raise fail(f"{where}.gold.table_deletes.{pattern}", f"{pattern!r} must be db.table (globs * and ?)")
+        for pattern, layout in s.gold.layouts.items():
+            if glob_parts(pattern) is None:
+                raise fail(f"{where}.gold.layouts.{pattern}", f"{pattern!r} must be db.table (globs * and ?)")
+            for key in ("partition_by", "sort_by"):
+                for j, text in enumerate(getattr(layout, key)):
+                    try:
+                        partition_field(text) if key == "partition_by" else sort_field(text)
+                    except ValueError as exc:
+                        raise fail(f"{where}.gold.layouts.{pattern}.{key}[{j}]", str(exc)) from None
+        for key, allowed in TYPE_MAPPINGS.items():
+            if getattr(s.gold.types, key) not in allowed:
+                raise fail(
+                    f"{where}.gold.types.{key}",
+                    f"{getattr(s.gold.types, key)!r} is not allowed; allowed: {', '.join(allowed)}",
+                )
         if s.gold.keyless_tables not in KEYLESS_TABLE_MODES:
             raise fail(
                 f"{where}.gold.keyless_tables",

@@ -1,12 +1,15 @@
 {#- Canonical value text (docs/canonical-event.md) to the Spark type of a gold column, per canonical MySQL type.
-    The README's type map is this macro; keep them together. -#}
-{% macro gold_type(mysql_type) -%}
+    The README's type map is this macro; keep them together. `types` is the source's type mappings
+    (config.TypeMappings, from the run's plan): BIGINT UNSIGNED as bigint, DECIMAL wider than 38 digits as
+    decimal(38, its scale). -#}
+{% macro gold_type(mysql_type, types={}) -%}
     {%- set t = mysql_type | lower -%}
     {%- set base = t.split('(')[0].split(' ')[0] -%}
     {%- if base in ['tinyint', 'smallint', 'mediumint'] -%} int
     {%- elif base == 'int' -%} {{ 'bigint' if 'unsigned' in t else 'int' }}
-    {%- elif base == 'bigint' -%} {{ 'decimal(20,0)' if 'unsigned' in t else 'bigint' }}
-    {%- elif base == 'decimal' -%} {{ gold_decimal_type(t) }}
+    {%- elif base == 'bigint' -%}
+        {{ 'decimal(20,0)' if 'unsigned' in t and types.get('bigint_unsigned', 'decimal') == 'decimal' else 'bigint' }}
+    {%- elif base == 'decimal' -%} {{ gold_decimal_type(t, types) }}
     {%- elif base == 'float' -%} float
     {%- elif base == 'double' -%} double
     {%- elif base == 'date' -%} date
@@ -18,20 +21,33 @@
     {%- endif -%}
 {%- endmacro %}
 
-{% macro cast_canonical(expression, mysql_type) -%}
-    {%- set spark_type = gold_type(mysql_type) | trim -%}
+{#- A value's canonical text as its gold type. Where a type mapping narrows the type (see gold_type), a value past
+    the narrower range stops the run with an error naming `column` (upstream db.table.column, a literal) rather
+    than becoming null. -#}
+{% macro cast_canonical(expression, mysql_type, types={}, column='') -%}
+    {%- set spark_type = gold_type(mysql_type, types) | trim -%}
+    {%- set narrowed = (spark_type == 'bigint' and 'unsigned' in mysql_type | lower)
+                       or (spark_type.startswith('decimal(38,') and gold_decimal_type(mysql_type | lower) | trim == 'string') -%}
     {%- if spark_type == 'binary' -%} unbase64({{ expression }})
     {%- elif spark_type == 'string' -%} {{ expression }}
+    {%- elif narrowed -%}
+        case
+            when {{ expression }} is not null and try_cast({{ expression }} as {{ spark_type }}) is null
+                then raise_error(concat({{ sql_string(column ~ ': ') }}, {{ expression }},
+                    {{ sql_string(' does not fit ' ~ spark_type ~ ' (gold.types maps ' ~ mysql_type ~ ' to it)') }}))
+            else cast({{ expression }} as {{ spark_type }})
+        end
     {%- else -%} cast({{ expression }} as {{ spark_type }})
     {%- endif -%}
 {%- endmacro %}
 
-{#- DECIMAL(p,s) as Spark's decimal when Spark can hold it (p <= 38); wider ones and an unknown scale as
-    decimal(38,10) or string. Only digits we parsed reach the SQL. -#}
-{% macro gold_decimal_type(mysql_type) -%}
+{#- DECIMAL(p,s) as Spark's decimal when Spark can hold it (p <= 38); wider ones as string, or as decimal(38,s)
+    when the mappings say so; an unknown scale as decimal(38,10). Only digits we parsed reach the SQL. -#}
+{% macro gold_decimal_type(mysql_type, types={}) -%}
     {%- set m = modules.re.fullmatch('decimal\\(([0-9]+),([0-9]+)\\)( unsigned)?', mysql_type) -%}
     {%- if m is none -%} decimal(38,10)
     {%- elif m.group(1) | int <= 38 -%} decimal({{ m.group(1) | int }},{{ m.group(2) | int }})
+    {%- elif types.get('wide_decimal', 'string') == 'decimal38' -%} decimal(38,{{ m.group(2) | int }})
     {%- else -%} string
     {%- endif -%}
 {%- endmacro %}

@@ -43,13 +43,14 @@
     {%- if not execute -%}  {#- parsing: what the models' SQL needs to name its inputs -#}
         {{ return({'mode': 'rebuild', 'columns': [], 'source_name': source_name, 'consistent_ts': 0, 'versions': [],
                    'truncations': [], 'truncated_at_ts': none, 'snapshot_at_ts': none, 'late': false,
-                   'delete_mode': 'hard'}) }}
+                   'delete_mode': 'hard', 'partition_sql': none, 'sort_sql': none, 'types': {}}) }}
     {%- endif -%}
     {%- set query -%}
         select columns, to_json(key_columns), schema_fingerprint, consistent_ts, consistency, silver_seq,
                upstream_database, upstream_table, previous_consistent_ts, previous_silver_seq, previous_columns,
                to_json(previous_key_columns), late, {{ layer }}_mode, reason, truncated_at_ts, snapshot_at_ts,
-               to_json(versions), to_json(truncations), delete_mode
+               to_json(versions), to_json(truncations), delete_mode, partition_sql, sort_sql,
+               type_mappings
         from {{ plan_model }}
         where table_uid = {{ sql_string(table_uid) }}
     {%- endset -%}
@@ -64,10 +65,11 @@
         'silver_seq': row[5], 'upstream': row[6] ~ '.' ~ row[7],
         'previous_consistent_ts': row[8], 'previous_silver_seq': row[9], 'late': row[12],
         'truncated_at_ts': row[15], 'snapshot_at_ts': row[16], 'versions': fromjson(row[17]),
-        'truncations': fromjson(row[18]), 'delete_mode': row[19] or 'hard', 'widened': []} -%}
-    {%- do plan.update({'shape': gold_shape(plan.columns, fromjson(row[1])), 'keyless': not fromjson(row[1])}) -%}
+        'truncations': fromjson(row[18]), 'delete_mode': row[19] or 'hard', 'partition_sql': row[20],
+        'sort_sql': row[21], 'types': fromjson(row[22]) if row[22] else {}, 'widened': []} -%}
+    {%- do plan.update({'shape': gold_shape(plan.columns, fromjson(row[1]), plan.types), 'keyless': not fromjson(row[1])}) -%}
     {%- if plan.mode == 'schema' -%}
-        {%- set widened = gold_widened_columns(gold_shape(fromjson(row[10]), fromjson(row[11])), plan.shape) -%}
+        {%- set widened = gold_widened_columns(gold_shape(fromjson(row[10]), fromjson(row[11]), plan.types), plan.shape) -%}
         {%- if widened is none -%}
             {%- do plan.update({'mode': 'rebuild', 'reason': 'schema changed: columns, key or a type that changes values'}) -%}
         {%- else -%}
@@ -86,10 +88,10 @@
 
 {#- What a gold table holds: its key and its columns' ids, names and gold types (a column dropped and added
     again under its old name is a new id, whose old values must not come back). -#}
-{% macro gold_shape(columns, key_columns) -%}
+{% macro gold_shape(columns, key_columns, types) -%}
     {%- set shaped = [] -%}
     {%- for column in columns -%}
-        {%- do shaped.append([column['id'], column['name'], gold_type(column['type']) | trim]) -%}
+        {%- do shaped.append([column['id'], column['name'], gold_type(column['type'], types) | trim]) -%}
     {%- endfor -%}
     {{ return({'key': key_columns, 'columns': shaped}) }}
 {%- endmacro %}
@@ -127,7 +129,8 @@
     each after a comma. -#}
 {% macro gold_typed_columns(plan, values='_values') -%}
     {%- for column in plan.columns %},
-        {{ cast_canonical(values ~ '[' ~ loop.index0 ~ ']', column['type']) }} as {{ quote_name(column['name']) }}
+        {{ cast_canonical(values ~ '[' ~ loop.index0 ~ ']', column['type'], plan.types, plan.upstream ~ '.' ~ column['name']) }}
+            as {{ quote_name(column['name']) }}
     {%- endfor -%}
 {%- endmacro %}
 
@@ -339,6 +342,7 @@ select * from typed
     'write.merge.mode' = 'merge-on-read',
     'write.distribution-mode' = 'none',
     'write.merge.distribution-mode' = 'none',
+    'write.spark.fanout.enabled' = 'true',
     'ticdc.source' = {{ sql_string(plan.source_name) }},
     'ticdc.table-uid' = {{ sql_string(table_uid) }},
     'ticdc.upstream-table' = {{ sql_string(plan.upstream) }},
@@ -380,16 +384,25 @@ select * from typed
 {% endmaterialization %}
 
 
-{#- What the gold and history materializations share: the table replaced from silver in one commit, and columns
-    widened in place. -#}
+{#- What the gold and history materializations share: the table replaced from silver in one commit, in its layout
+    (the plan's partition fields and sort order, from gold.layouts: spark_jobs/gold/layout.py), and columns widened
+    in place. -#}
 {% macro gold_replace_table(kind, target_relation, plan, table_uid, sql) %}
     {{ log(kind ~ " " ~ target_relation ~ ": rebuilt from silver (" ~ plan.reason ~ ")", info=true) }}
     {% call statement('main') -%}
         create or replace table {{ target_relation }}
         using iceberg
+        {%- if plan.partition_sql %}
+        partitioned by ({{ plan.partition_sql }})
+        {%- endif %}
         tblproperties ({{ gold_table_properties(kind, plan, table_uid) }})
         as {{ sql }}
     {%- endcall %}
+    {%- if plan.sort_sql %}
+    {% call statement('sort_order') -%}
+        alter table {{ target_relation }} write ordered by {{ plan.sort_sql }}
+    {%- endcall %}
+    {%- endif %}
 {% endmacro %}
 
 

@@ -117,7 +117,7 @@ merged as (
         cast(null as string) as _op,
         cast(null as boolean) as _is_current
         {%- for column in plan.columns %},
-        cast(null as {{ gold_type(column['type']) | trim }}) as {{ quote_name(column['name']) }}
+        cast(null as {{ gold_type(column['type'], plan.types) | trim }}) as {{ quote_name(column['name']) }}
         {%- endfor %},
         closings._close_at_ts
     from closings

@@ -26,9 +26,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from spark_jobs.config import GoldSettings
 from spark_jobs.errors import ConfigError, DbtError, SnapshotRefused
+from spark_jobs.gold import layout, names
 from spark_jobs.gold import models as gold_models
-from spark_jobs.gold import names
 from spark_jobs.gold.plan import Request, TablePlan, plan_run, write_plan
 from spark_jobs.gold.publish import (
     TableState,
@@ -223,8 +224,7 @@ def build_gold(
         state = read_state(spark, source_name)
         up_to_date = False
         settings_changed = (skip_keyless and any(not t.key_columns for t in state)) or any(
-            t.key_columns and (t.delete_mode or "hard") != settings.delete_mode(t.upstream_database, t.upstream_table)
-            for t in state
+            _settings_changed(settings, t) for t in state
         )
         if (
             state
@@ -256,8 +256,7 @@ def build_gold(
             position.silver_seq,
             state,
             request,
-            skip_keyless=skip_keyless,
-            delete_mode=settings.delete_mode,
+            settings,
         )
         unknown = sorted((scope.tables or frozenset()) - {(p.model.database, p.model.table) for p in planned})
         if unknown:
@@ -267,6 +266,7 @@ def build_gold(
         rules = config.source(source_name).tables
         gold_models.write_models(config.local_dir, source_name, [p.model.under(rules) for p in planned])
         _drop_stale_tables(spark, source_name, [p.model for p in planned])
+        _evolve_layouts(spark, planned)
 
     with run.phases.timed("dbt"):
         selected = [
@@ -280,6 +280,29 @@ def build_gold(
     tables = _state_after(spark, planned, {t.table_uid: t for t in state}, position)
     built = [r for p in planned if p.built for r in (p.model.relation, p.model.history_relation)]
     return _record(spark, config, run, position, tables, built)
+
+
+def _settings_changed(settings: GoldSettings, table: TableState) -> bool:
+    """Whether the source's gold settings now give a table another delete mode, type mappings or layout than it
+    was built with."""
+    database, name = table.upstream_database, table.upstream_table
+    if table.key_columns and (table.delete_mode or "hard") != settings.delete_mode(database, name):
+        return True
+    if table.types != settings.types.text:
+        return True
+    return table.layout != layout.table_layout(settings, table.source, database, name, json.loads(table.columns)).text
+
+
+def _evolve_layouts(spark, planned: list[TablePlan]) -> None:
+    """Bring the existing tables whose layout the source's settings changed to the new one, in place (a table the
+    run rebuilds is created in it)."""
+    for p in planned:
+        if p.previous is None or p.previous.layout == p.model.layout.text:
+            continue
+        for relation, mode in ((p.model.relation, p.gold_mode), (p.model.history_relation, p.history_mode)):
+            if mode != "rebuild":
+                for change in layout.evolve(spark, relation, p.model.layout):
+                    log.info("%s: %s (the files written before keep their layout)", relation, change)
 
 
 @dataclass(frozen=True)
@@ -322,11 +345,17 @@ def _state_after(
                     position.ddl_events,
                     p.needs_snapshot,
                     m.delete_mode,
+                    m.layout.text,
+                    m.types,
                 )
             )
         else:
             tables.append(
-                replace(before.advanced(position.consistent_ts, position.silver_seq), needs_snapshot=p.needs_snapshot)
+                replace(
+                    before.advanced(position.consistent_ts, position.silver_seq),
+                    needs_snapshot=p.needs_snapshot,
+                    layout=m.layout.text,
+                )
             )
     return tables
 

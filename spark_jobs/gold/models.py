@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
 from spark_jobs.config import PROJECT_ROOT, TableRules
 from spark_jobs.gold import names
+from spark_jobs.gold.layout import Layout
 
 DBT_PROJECT = PROJECT_ROOT / "dbt_project"
 DBT_PROJECT_NAME = "ticdc_lakehouse"
@@ -43,6 +44,8 @@ class GoldModel:
     key_columns: list[str]
     left_out_columns: tuple[str, ...] = ()  # named by the source's table rules (README, "Which tables and columns")
     delete_mode: str = "hard"  # how a delete lands in the current state (README, "How deletes land")
+    types: str | None = None  # the source's type mappings (config.TypeMappings.text; None: the defaults)
+    layout: Layout = field(default_factory=Layout)  # partition and sort fields (README, "How gold is laid out")
 
     @property
     def name(self) -> str:
@@ -169,7 +172,8 @@ def _described_table(model: GoldModel) -> str:
     keys = ", ".join(_jinja_safe(k) or "?" for k in model.key_columns) or "none"
     left_out = ", ".join(_jinja_safe(c) or "?" for c in model.left_out_columns)
     rules = f"; columns left out by the source's table rules: {left_out}" if left_out else ""
-    return f"upstream table {upstream} (key: {keys}{rules}) from source {model.source}"
+    layout = f"; {_jinja_safe(model.layout.described) or 'laid out by gold.layouts'}" if model.layout.text else ""
+    return f"upstream table {upstream} (key: {keys}{rules}{layout}) from source {model.source}"
 
 
 DELETES = {

@@ -21,10 +21,12 @@ row from it); each row carries what a model needs to shape its rows without a jo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from spark_jobs.config import GoldSettings
 from spark_jobs.gold import models as gold_models
+from spark_jobs.gold.layout import table_layout
 from spark_jobs.gold.publish import TableState
 from spark_jobs.runtime.sql import quote_ident
 from spark_jobs.runtime.tables import SILVER_ROW_CHANGES
@@ -37,7 +39,8 @@ PLAN_SCHEMA = """table_uid STRING, upstream_database STRING, upstream_table STRI
         columns: ARRAY<STRUCT<id: INT, name: STRING>>>>,
     truncations ARRAY<BIGINT>, previous_consistent_ts BIGINT, previous_silver_seq BIGINT, previous_columns STRING,
     previous_key_columns ARRAY<STRING>, late BOOLEAN, gold_mode STRING, history_mode STRING, reason STRING,
-    gold_check STRING, history_check STRING, delete_mode STRING"""
+    gold_check STRING, history_check STRING, delete_mode STRING, partition_sql STRING, sort_sql STRING,
+    type_mappings STRING"""
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,9 @@ class TablePlan:
             self.check(self.gold_mode),
             self.check(self.history_mode),
             self.model.delete_mode,
+            self.model.layout.partition_sql,
+            self.model.layout.sort_sql,
+            self.model.types,
         )
 
 
@@ -202,12 +208,12 @@ def plan_run(
     silver_seq: int,
     state: list[TableState],
     request: Request,
-    skip_keyless: bool = False,
-    delete_mode: Callable[[str, str], str] = lambda database, table: "hard",
+    gold: GoldSettings | None = None,
 ) -> list[TablePlan]:
-    """The run's plan for every live table of the source (dropped tables are not in it, nor, with
-    `skip_keyless`, tables without a handle key). `delete_mode` gives a table's delete mode (GoldSettings); a
-    table without a key has none (its change table holds its deletes)."""
+    """The run's plan for every live table of the source (dropped tables are not in it, nor, when
+    `gold.keyless_tables` is skip, tables without a handle key), each with its delete mode (a table without a key
+    has none: its change table holds its deletes) and its layout (raises ConfigError when one does not fit)."""
+    gold = gold or GoldSettings()
     recorded = {t.table_uid: t for t in state}
     changed = _changed_names(spark, source, state, consistent_ts)
     plans = []
@@ -215,7 +221,7 @@ def plan_run(
         latest = table.versions[-1]
         if latest["is_dropped"] or latest["valid_to_ts"] is not None:
             continue
-        if skip_keyless and not latest["key_columns"]:
+        if gold.keyless_tables == "skip" and not latest["key_columns"]:
             continue
         live = [v for v in table.versions if not v["is_dropped"]]
         truncations = [v["valid_from_ts"] for v in table.versions if v["ddl_type"] in ("truncate_table", "snapshot")]
@@ -229,8 +235,12 @@ def plan_run(
             json.loads(latest["columns"]),
             list(latest["key_columns"] or []),
         )
-        if model.key_columns:
-            model = replace(model, delete_mode=delete_mode(model.database, model.table))
+        model = replace(
+            model,
+            delete_mode=gold.delete_mode(model.database, model.table) if model.key_columns else "hard",
+            layout=table_layout(gold, source, model.database, model.table, model.columns),
+            types=gold.types.text,
+        )
         previous = recorded.get(table.uid)
         reason = _rebuild_reason(previous, model, truncated, snapshot)
         gold_reason = _gold_rebuild_reason(previous, model)
@@ -293,6 +303,8 @@ def _rebuild_reason(
 ) -> str | None:
     if previous is None:
         return "new table"
+    if previous.types != model.types:
+        return "type mappings changed"
     if (previous.upstream_database, previous.upstream_table) != (model.database, model.table):
         return "renamed"
     if truncated is not None and truncated > previous.consistent_ts:

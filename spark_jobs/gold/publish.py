@@ -65,6 +65,8 @@ class TableState:
     ddl_events: int  # the source's published DDL events when recorded: one arriving late shows as a new count
     needs_snapshot: bool = False  # a published DDL changed rows TiCDC does not send, after the last snapshot
     delete_mode: str | None = None  # how deletes landed in the gold table (GoldSettings); None: hard (older state)
+    layout: str | None = None  # the tables' Iceberg layout (gold.layout.Layout.text); None: unpartitioned, unordered
+    types: str | None = None  # the type mappings they were built with (TypeMappings.text); None: the defaults
 
     @property
     def upstream(self) -> str:

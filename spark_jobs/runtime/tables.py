@@ -174,7 +174,7 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
             key_columns ARRAY<STRING>, schema_fingerprint STRING, consistent_ts BIGINT NOT NULL,
             silver_seq BIGINT NOT NULL, gold_snapshot_id BIGINT, history_snapshot_id BIGINT, `rows` BIGINT,
             versions BIGINT, changed_ts BIGINT, ddl_events BIGINT, needs_snapshot BOOLEAN,
-            updated_at TIMESTAMP NOT NULL, delete_mode STRING""",
+            updated_at TIMESTAMP NOT NULL, delete_mode STRING, layout STRING, types STRING""",
             ("source",),
             SILVER_PROPERTIES,
         ),

@@ -22,6 +22,7 @@ from spark_jobs.bronze.land import committed_offsets
 from spark_jobs.codecs.checksum import FAILURE_PATTERN
 from spark_jobs.config import PipelineConfig
 from spark_jobs.gold import names
+from spark_jobs.gold.layout import recorded_layout
 from spark_jobs.gold.publish import latest_publication
 from spark_jobs.runtime.tables import (
     BRONZE_LANDING_GAPS,
@@ -107,6 +108,7 @@ class GoldTable:
     versions: int | None = None  # row versions in its history table
     keyless: bool = False  # no handle key upstream: its gold table is its change table
     deletes: str | None = None  # its delete mode (README, "How deletes land"); None for a change table
+    layout: str | None = None  # its Iceberg layout, described (README, "How gold is laid out")
 
 
 @dataclass(frozen=True)
@@ -292,7 +294,7 @@ def _gold_tables(spark, source: str) -> list[GoldTable]:
     rows = spark.sql(
         f"""SELECT planned.upstream_database, planned.upstream_table, planned.needs_snapshot,
                    coalesce(size(planned.key_columns), 0) <= 0 AS keyless, recorded.gold_relation, recorded.`rows`,
-                   recorded.versions, recorded.consistent_ts, recorded.delete_mode
+                   recorded.versions, recorded.consistent_ts, recorded.delete_mode, recorded.layout
             FROM {GOLD_INTERMEDIATE} AS planned
             LEFT JOIN {GOLD_TABLES} AS recorded
                 ON recorded.source = planned.source_name AND recorded.table_uid = planned.table_uid
@@ -313,6 +315,7 @@ def _gold_tables(spark, source: str) -> list[GoldTable]:
             versions=r["versions"],
             keyless=bool(r["keyless"]),
             deletes=None if r["keyless"] else (r["delete_mode"] or "hard"),
+            layout=recorded_layout(r["layout"]).described,
         )
         for r in rows
     ]

@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.bronze.land import land_bronze
 from spark_jobs.config import GoldSettings
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.gold.publish import read_state, tidb_time
 from spark_jobs.runtime.sql import quote_ident
-from spark_jobs.silver.build import build_silver
+from tests.e2e.streams import publish_stream
 from tests.e2e.test_silver import tso
-from ticdc_devkit.broker import produce
 from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
-from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from ticdc_devkit.simulator.workload import create_table_sql
 
 pytestmark = pytest.mark.e2e
@@ -81,15 +78,9 @@ def _deleted(ms: int):
 def test_each_delete_mode_lands_deletes_as_it_says_and_a_changed_mode_rebuilds_gold_alone(spark, broker, source_config):
     broker.create_topics([SOURCE], partitions=1)
     config = source_config(SOURCE, gold=GOLD)
-    messages = [
-        encode_stream("canal-json", run, topic=SOURCE, options=EXTENSION_OPTIONS["canal-json"]) for run in _runs()
-    ]
-    for run in messages:
-        produce(broker.bootstrap, run)
-        land_bronze(spark, config, SOURCE)
-        build_silver(spark, config, SOURCE)
-        build_gold(spark, config, SOURCE)  # with dbt's checks, which know each mode
-        if run is messages[0]:
+    for i, events in enumerate(_runs()):
+        publish_stream(spark, broker, config, SOURCE, events)  # with dbt's checks, which know each mode
+        if i == 0:
             assert _gold(spark, "hard") == {
                 20: ("b", "insert", None),
                 4: ("d", "insert", None),

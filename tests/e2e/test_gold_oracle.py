@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 
 import pytest
 
 from spark_jobs import steps
 from spark_jobs.bronze.land import land_bronze
 from spark_jobs.canonical.values import canonical_type
-from spark_jobs.config import DELETE_MODES, GoldSettings, TableRules
+from spark_jobs.config import DELETE_MODES, GoldSettings, TableLayout, TableRules
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
+from spark_jobs.gold.layout import current_layout, table_layout
 from spark_jobs.gold.publish import tidb_time
 from spark_jobs.runtime.sql import quote_ident
 from spark_jobs.runtime.tables import SILVER_QUARANTINE
@@ -170,6 +172,8 @@ def assert_gold_is_upstream(
             actual = changes_in(spark, relation, table, "_commit_ts")
             assert actual == keyless_changes(workload, db, t, as_of), f"{db}.{t}: change table differs as of {as_of}"
             continue
+        wanted = table_layout(gold, source, db, t, [{"name": c.name, "type": c.type} for c in table.columns])
+        assert current_layout(spark, relation) == wanted, f"{db}.{t}: gold is not laid out as gold.layouts says"
         columns = [(c.name, canonical_type(c.type)) for c in table.columns]
         mode = gold.delete_mode(db, t)
         kept = removed[mode].get((db, t), {}) if mode != "hard" else {}
@@ -414,20 +418,20 @@ def random_table_rules(workload: Workload, rng: random.Random) -> TableRules:
     raise AssertionError(f"no table rule leaves a renamed table alone among {tables}")
 
 
-def random_delete_modes(
+def random_gold_settings(
     workload: Workload, rng: random.Random, protocol: str, rules: TableRules | None
 ) -> GoldSettings:
     """Every delete mode at once: a random one as the source default, each other one for a random table that the
     `rules` keep and that has deletes, by its name (Avro's deletes carry no commit ts, so it has no ignore mode:
-    config.py)."""
-    tables = sorted(
-        {
-            (e.table.database, e.table.name)
-            for e in workload.events
-            if isinstance(e, RowChange)
-            and e.op == "delete"
-            and (rules is None or rules.keeps(e.table.database, e.table.name))
-        }
+    config.py). And a random layout for one table, on a key column every table of its name has."""
+    kept = {
+        (e.table.database, e.table.name)
+        for e in workload.events
+        if isinstance(e, RowChange) and (rules is None or rules.keeps(e.table.database, e.table.name))
+    }
+    deleting = sorted(
+        {(e.table.database, e.table.name) for e in workload.events if isinstance(e, RowChange) and e.op == "delete"}
+        & kept
     )
     modes = rng.sample(
         [m for m in DELETE_MODES if protocol != "avro" or m != "ignore"], k=2 if protocol == "avro" else 3
@@ -436,8 +440,25 @@ def random_delete_modes(
     def glob(db: str, t: str) -> str:
         return f"`{db.replace('`', '``')}`.`{t.replace('`', '``')}`"
 
-    chosen = rng.sample(tables, min(len(tables), len(modes) - 1))
-    return GoldSettings(deletes=modes[0], table_deletes={glob(*name): m for name, m in zip(chosen, modes[1:])})
+    chosen = rng.sample(deleting, min(len(deleting), len(modes) - 1))
+    shapes: dict[tuple[str, str], list[Table]] = {}
+    for e in workload.events:
+        for t in (
+            [e.table] if isinstance(e, RowChange) else [e.table_before, e.table_after] if isinstance(e, Ddl) else []
+        ):
+            if t is not None:
+                shapes.setdefault((t.database, t.name), []).append(t)
+    layouts = {}
+    for name in sorted(kept):
+        common = set.intersection(*(set(t.key) for t in shapes[name]))
+        plain = sorted(c for c in common if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", c))
+        if plain and not layouts and rng.random() < 0.7:
+            column = rng.choice(plain)
+            field = rng.choice([f"bucket({rng.choice([2, 4])}, {column})", f"truncate(3, {column})", column])
+            layouts[glob(*name)] = TableLayout(partition_by=[field], sort_by=rng.choice([[], [f"{column} desc"]]))
+    return GoldSettings(
+        deletes=modes[0], table_deletes={glob(*name): m for name, m in zip(chosen, modes[1:])}, layouts=layouts
+    )
 
 
 # protocol -> the changefeed options beyond the protocol's own (EXTENSION_OPTIONS)
@@ -462,9 +483,9 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
     messages = encode_stream(protocol, workload.events, topic=source, partitions=PARTITIONS, options=options)
     broker.create_topics([source], partitions=PARTITIONS)
     rules = random_table_rules(workload, rng) if protocol in WITH_RULES else None
-    deletes = random_delete_modes(workload, rng, protocol, rules)
+    gold = random_gold_settings(workload, rng, protocol, rules)
     exact_deletes = protocol != "avro"  # Avro's deletes carry no commit ts: silver infers it
-    config = source_config(source, protocol, registry=reg, tables=rules, gold=deletes)
+    config = source_config(source, protocol, registry=reg, tables=rules, gold=gold)
     cuts = sorted(rng.sample(range(1, len(messages)), RUNS - 1)) + [len(messages)]
     start, consistent = 0, []
     for end in cuts:
@@ -474,7 +495,7 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
         build_silver(spark, config, source)
         result = build_gold(spark, config, source, test=end == len(messages))  # dbt's tests: once, at the end
         if (result.consistency == "watermark" or end == len(messages)) and result.consistent_ts is not None:
-            assert_gold_is_upstream(spark, source, workload, result.consistent_ts, rules, deletes, exact_deletes)
+            assert_gold_is_upstream(spark, source, workload, result.consistent_ts, rules, gold, exact_deletes)
             consistent.append(result.consistent_ts)
             moments = moments_of(workload, rng, consistent)
             assert_history_is_upstream(spark, source, workload, result.consistent_ts, moments, rules)

@@ -100,6 +100,7 @@ def snapshot(history: list[dict] | None = None) -> dict:
                 "consistent_ts": TS,
                 "needs_snapshot": True,
                 "deletes": "soft",
+                "layout": "partitioned by days(placed_at); sorted by placed_at desc",
             }
         ],
         "history": history if history is not None else [run("r1")],

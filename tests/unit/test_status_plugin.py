@@ -75,7 +75,8 @@ def test_status_page_json_and_metrics_show_the_snapshot(client):
         "shop.customers</span>"
     )
     assert '<span data-field="reconcile-mismatched">shop.orders: differs</span>' in html
-    assert '<td data-field="deletes">soft</td>' in html  # the table's delete mode
+    assert '<td data-field="deletes">soft</td>' in html  # the table's delete mode and layout
+    assert '<td data-field="layout">partitioned by days(placed_at); sorted by placed_at desc</td>' in html
     view = c.get("/status.json").json()["sources"][0]
     assert view["partitions"][0] == {
         "topic": "shop_cdc",

@@ -1,0 +1,83 @@
+"""Type mappings on the real broker, Spark, Iceberg and dbt (README, "Column types in gold"): BIGINT UNSIGNED as
+bigint and a DECIMAL wider than 38 digits as decimal(38, its scale) in gold and history; a change of the mappings
+rebuilds the tables in the new types; and a value past the narrower type's range stops the run with an error
+naming the column and the value, rather than landing as null."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from spark_jobs.config import GoldSettings, TypeMappings
+from spark_jobs.errors import DbtError
+from spark_jobs.gold import names
+from spark_jobs.gold.build import build_gold
+from spark_jobs.gold.publish import read_state
+from spark_jobs.runtime.sql import quote_ident
+from tests.e2e.streams import land_and_decode, publish_stream, send
+from tests.e2e.test_silver import tso
+from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.workload import create_table_sql
+
+pytestmark = pytest.mark.e2e
+
+SOURCE = "typed"
+LEDGER = Table(
+    "typ",
+    "ledger",
+    (
+        Column("id", "bigint unsigned", nullable=False),
+        Column("amount", "decimal(40,2)"),
+        Column("note", "varchar(8)"),
+    ),
+    ("id",),
+    950,
+)
+NARROW = GoldSettings(types=TypeMappings(bigint_unsigned="bigint", wide_decimal="decimal38"))
+
+
+def _table(spark, history: bool = False):
+    namespace = names.gold_namespace(SOURCE)
+    name = (names.history_table if history else names.gold_table)("typ", "ledger")
+    return spark.table(f"{quote_ident(namespace)}.{quote_ident(name)}")
+
+
+def _types(spark, history: bool = False) -> dict[str, str]:
+    return {
+        f.name: f.dataType.simpleString() for f in _table(spark, history).schema.fields if f.name in ("id", "amount")
+    }
+
+
+def test_type_mappings_narrow_gold_types_and_a_value_past_their_range_stops_the_run(spark, broker, source_config):
+    broker.create_topics([SOURCE], partitions=1)
+    rows = [
+        {"id": 9223372036854775807, "amount": Decimal("123456789012345678901234567890123456.78"), "note": "max"},
+        {"id": 1, "amount": Decimal("-0.05"), "note": "small"},
+    ]
+    publish_stream(
+        spark,
+        broker,
+        source_config(SOURCE, gold=NARROW),
+        SOURCE,
+        [
+            Ddl(tso(10), "typ", "ledger", create_table_sql(LEDGER), "create_table", table_after=LEDGER),
+            *(RowChange(tso(20 + i), "insert", LEDGER, after=r) for i, r in enumerate(rows)),
+            Watermark(tso(30)),
+        ],
+    )
+    assert _types(spark) == _types(spark, history=True) == {"id": "bigint", "amount": "decimal(38,2)"}
+    assert {(r["id"], r["amount"]) for r in _table(spark).collect()} == {(r["id"], r["amount"]) for r in rows}
+
+    build_gold(spark, source_config(SOURCE), SOURCE)  # the default mappings again: both tables rebuilt
+    assert _types(spark) == _types(spark, history=True) == {"id": "decimal(20,0)", "amount": "string"}
+    assert {(int(r["id"]), r["amount"]) for r in _table(spark).collect()} == {(r["id"], str(r["amount"])) for r in rows}
+    assert {t.types for t in read_state(spark, SOURCE)} == {None}
+
+    too_big = {"id": 18446744073709551615, "amount": Decimal("1.00"), "note": "past"}
+    send(broker, SOURCE, [RowChange(tso(40), "insert", LEDGER, after=too_big), Watermark(tso(50))])
+    narrow = source_config(SOURCE, gold=NARROW)
+    land_and_decode(spark, narrow, SOURCE)
+    with pytest.raises(DbtError, match=r"typ\.ledger\.id: 18446744073709551615 does not fit bigint"):
+        build_gold(spark, narrow, SOURCE)
+    assert {t.types for t in read_state(spark, SOURCE)} == {None}, "a failed run recorded nothing"
