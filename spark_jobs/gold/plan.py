@@ -15,7 +15,9 @@ check is asked for, `changed` the keys the run changed, none when the run leaves
 
 The plan is written to `lake_staging.gold_<source>__plan` (a dbt source of the source's models, which read their
 row from it); each row carries what a model needs to shape its rows without a join: the table's schema versions
-(the name it had and its columns while each was valid) and its truncations.
+(the name it had and its columns while each was valid) and its truncations; and what the source's gold settings
+give the table: its delete mode, its layout's partition and sort SQL and the type mappings. A changed delete mode
+rebuilds the gold table, changed type mappings both tables; a changed layout is evolved in place (gold.layout).
 """
 
 from __future__ import annotations
