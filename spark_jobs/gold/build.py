@@ -30,7 +30,7 @@ from spark_jobs.config import GoldSettings
 from spark_jobs.errors import ConfigError, DbtError, SnapshotRefused
 from spark_jobs.gold import layout, names
 from spark_jobs.gold import models as gold_models
-from spark_jobs.gold.plan import Request, TablePlan, plan_run, write_plan
+from spark_jobs.gold.plan import Request, TablePlan, configured, plan_run, write_plan
 from spark_jobs.gold.publish import (
     TableState,
     live_rows,
@@ -285,12 +285,12 @@ def build_gold(
 def _settings_changed(settings: GoldSettings, table: TableState) -> bool:
     """Whether the source's gold settings now give a table another delete mode, type mappings or layout than it
     was built with."""
-    database, name = table.upstream_database, table.upstream_table
-    if table.key_columns and (table.delete_mode or "hard") != settings.delete_mode(database, name):
-        return True
-    if table.types != settings.types.text:
-        return True
-    return table.layout != layout.table_layout(settings, table.source, database, name, json.loads(table.columns)).text
+    columns = json.loads(table.columns)
+    model = gold_models.GoldModel(
+        table.source, table.table_uid, table.upstream_database, table.upstream_table, columns, table.key_columns
+    )
+    now = configured(model, settings)
+    return ((table.delete_mode or "hard"), table.layout, table.types) != (now.delete_mode, now.layout.text, now.types)
 
 
 def _evolve_layouts(spark, planned: list[TablePlan]) -> None:

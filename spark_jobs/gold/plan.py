@@ -237,12 +237,7 @@ def plan_run(
             json.loads(latest["columns"]),
             list(latest["key_columns"] or []),
         )
-        model = replace(
-            model,
-            delete_mode=gold.delete_mode(model.database, model.table) if model.key_columns else "hard",
-            layout=table_layout(gold, source, model.database, model.table, model.columns),
-            types=gold.types.text,
-        )
+        model = configured(model, gold)
         previous = recorded.get(table.uid)
         reason = _rebuild_reason(previous, model, truncated, snapshot)
         gold_reason = _gold_rebuild_reason(previous, model)
@@ -314,6 +309,18 @@ def _rebuild_reason(
     if snapshot is not None and snapshot > previous.consistent_ts:
         return "a Dumpling snapshot was loaded"
     return None
+
+
+def configured(model: gold_models.GoldModel, gold: GoldSettings) -> gold_models.GoldModel:
+    """The model with what the source's gold settings give its table: its delete mode (a table without a key has
+    none: its change table holds its deletes), its layout (ConfigError when it does not fit) and the type
+    mappings."""
+    return replace(
+        model,
+        delete_mode=gold.delete_mode(model.database, model.table) if model.key_columns else "hard",
+        layout=table_layout(gold, model.source, model.database, model.table, model.columns),
+        types=gold.types.text,
+    )
 
 
 def _gold_rebuild_reason(previous: TableState | None, model: gold_models.GoldModel) -> str | None:
