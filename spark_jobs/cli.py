@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import getpass
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ import orjson
 
 from spark_jobs import steps
 from spark_jobs.codecs import PROTOCOLS
-from spark_jobs.errors import ConfigError, DecodeError, TransientFault
+from spark_jobs.errors import ConfigError, DecodeError, ErasureRefused, TransientFault
 from spark_jobs.runtime.logs import configure_logging
 from spark_jobs.runtime.results import Result
 
@@ -145,6 +146,11 @@ def cmd_rebuild(args) -> int:
     return _printed(steps.rebuild({"source": args.source, "layer": args.layer, "tables": tables}, args.config))
 
 
+def cmd_erase(args) -> int:
+    params = {"source": args.source, "table": args.table, "key": args.key, "requested_by": args.by}
+    return _printed(steps.erase(params, args.config))
+
+
 def cmd_backfill_snapshot(args) -> int:
     """A progress bar on a terminal, one line at the end and one per table."""
     params = {
@@ -263,6 +269,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config")
     p.set_defaults(func=cmd_rebuild)
 
+    p = sub.add_parser(
+        "erase", help="remove every row and version of one key of a table from bronze, silver, gold, history, daily"
+    )
+    p.add_argument("--source", required=True)
+    p.add_argument("--table", required=True, help="database.table as upstream names it (`a.b`.`c` for dots)")
+    p.add_argument("--key", required=True, help="the key's columns as a JSON object, e.g. '{\"id\": 7}'")
+    p.add_argument("--by", default=getpass.getuser(), help="who asks for it (recorded; default: the user)")
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_erase)
+
     p = _source_command(sub, "as-of", cmd_as_of, "a table's rows as they were at a TiDB timestamp or time")
     p.add_argument("--table", required=True, help="database.table as upstream names it (`a.b`.`c` for dots)")
     moment = p.add_mutually_exclusive_group(required=True)
@@ -313,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(args.verbose)
     try:
         return args.func(args)
-    except ConfigError as exc:
+    except (ConfigError, ErasureRefused) as exc:  # nothing was touched
         print(f"ticdc-lake {args.command}: {exc}", file=sys.stderr)
         return 2
     except TransientFault as exc:  # a service down or refusing credentials: retry later, nothing was written

@@ -92,6 +92,10 @@ class IncompleteDayError(RuntimeError):
     """A daily as-of day ends after the source's consistent timestamp: its tables are not known to its end yet."""
 
 
+class ErasureRefused(RuntimeError):
+    """An erasure that would lose other rows than the erased key's: nothing was touched."""
+
+
 class ReconcileMismatchError(RuntimeError):
     """A reconciliation found tables whose rows differ from the upstream's (recorded in gold.reconciliations)."""
 

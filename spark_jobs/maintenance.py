@@ -172,7 +172,7 @@ def _maintain_table(
     if published:
         keep_published(spark, table, expire_before)
     before = _snapshot_ids(spark, table)
-    expired = _expire_snapshots(spark, actions, table, expire_before, settings.retain_last)
+    expired = expire_snapshots(spark, actions, table, expire_before, settings.retain_last)
     orphans = (
         actions.deleteOrphanFiles(iceberg_table(spark, table))
         .olderThan(now - settings.orphan_age_hours * 3_600_000)
@@ -195,7 +195,7 @@ def _maintain_table(
     return result
 
 
-def _expire_snapshots(spark, actions, table: str, expire_before: int, retain_last: int, attempts: int = 5):
+def expire_snapshots(spark, actions, table: str, expire_before: int, retain_last: int, attempts: int = 5):
     """Expire snapshots, planning again when a concurrent commit made the plan wrong.
 
     A landing run may fork its `land_*` branch from a snapshot this expiry planned to remove (Iceberg's commit

@@ -8,7 +8,7 @@ messages of one partition in offset order (Simple's decoders learn schemas from 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from typing import Protocol as _Protocol
 
@@ -84,12 +84,30 @@ def needs_partition_order(protocol: str) -> bool:
     return protocol in ("avro", "simple-json", "simple-avro")
 
 
+# protocols whose one Kafka message may carry changes of several rows: Open's batches, Canal-JSON's `data` list
+MULTI_ROW_PROTOCOLS = ("open", "canal-json")
+Message = tuple[bytes | None, bytes | None]  # (key, value)
+
+
+def without_events(
+    protocol: str, decoder: Decoder, key: bytes | None, value: bytes | None, drop: Callable[[ChangeEvent], bool]
+) -> Message | None:
+    """A message of a multi-row protocol without the events `drop` picks (erasure), every other event kept as it
+    was: the message itself when none is picked, None when nothing is left. `decoder` decodes each part."""
+    if protocol not in MULTI_ROW_PROTOCOLS:
+        raise ConfigError(f"{protocol} sends one row per message: a message is dropped or kept whole")
+    module = importlib.import_module(_DECODERS[protocol][0])
+    rewrite: Callable[..., Message | None] = module.without_events
+    return rewrite(decoder, key, value, drop)
+
+
 def make_decoder(protocol: str, options: Mapping[str, Any] | None = None) -> Decoder:
     cls = decoder_class(protocol)
     return cls(validate_options(protocol, options))
 
 
 __all__ = [
+    "MULTI_ROW_PROTOCOLS",
     "PROTOCOLS",
     "ChangeEvent",
     "ConfigError",
@@ -102,4 +120,5 @@ __all__ = [
     "needs_partition_order",
     "sends_watermarks",
     "validate_options",
+    "without_events",
 ]

@@ -38,7 +38,7 @@ from spark_jobs.canonical.values import (
     time_zone,
 )
 from spark_jobs.codecs import Headers, fast_paths
-from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
+from spark_jobs.codecs.large_message import COMPRESSIONS, compress, decompress, read_claim_check
 from spark_jobs.errors import ConfigError, DecodeError
 
 PROTOCOL = "canal-json"
@@ -711,3 +711,52 @@ def _convert_row(raw: Any, types: _ColumnTypes, image: str, index: int) -> dict[
 def _shown(value: object) -> str:
     text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode() if value is not None else "null"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def without_events(
+    decoder: CanalJsonDecoder, key: bytes | None, value: bytes | None, drop: Callable[[ChangeEvent], bool]
+) -> tuple[bytes | None, bytes] | None:
+    """The message without the rows whose event `drop` picks (erasure): a document's `data` (and `old`) lose
+    those rows, a document left with none goes. The message itself when none is picked, None when nothing is
+    left; a rewritten message is written as the decoder reads it (documents joined by "\\n", compressed as
+    configured)."""
+    if not value:
+        raise DecodeError(PROTOCOL, "message has no value", "value")
+    kept: list[Any] = []
+    changed = False
+    for doc in decoder._documents(value):
+        rows = doc.get("data") if type(doc) is dict and not doc.get("isDdl") else None
+        parts = [doc] if type(rows) is not list or len(rows) < 2 else _one_row_each(doc)
+        survivors = [part for part in parts if not _picked(decoder, part, drop)]
+        changed = changed or len(survivors) < len(parts)
+        if len(survivors) == len(parts):
+            kept.append(doc)
+        elif survivors:
+            kept.append(_rows_of(doc, survivors))
+    if not changed:
+        return key, value
+    if not kept:
+        return None
+    joined = b"\n".join(orjson.dumps(doc) for doc in kept)
+    return key, compress(joined, decoder._compression)
+
+
+def _one_row_each(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    old = doc.get("old")
+    return [
+        {**doc, "data": [row], **({"old": [old[i]]} if type(old) is list and i < len(old) else {})}
+        for i, row in enumerate(doc["data"])
+    ]
+
+
+def _rows_of(doc: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
+    rewritten = {**doc, "data": [part["data"][0] for part in parts]}
+    if type(doc.get("old")) is list:
+        rewritten["old"] = [part["old"][0] for part in parts]
+    return rewritten
+
+
+def _picked(decoder: CanalJsonDecoder, doc: Any, drop: Callable[[ChangeEvent], bool]) -> bool:
+    events: list[ChangeEvent] = []
+    decoder._decode_document(orjson.loads(orjson.dumps(doc)), events, claim_checked=False)  # it converts in place
+    return any(drop(event) for event in events)

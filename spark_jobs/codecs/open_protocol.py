@@ -805,3 +805,30 @@ __all__ = [
     "parse_time_zone",
     "split_items",
 ]
+
+
+def without_events(
+    decoder: OpenDecoder, key: bytes | None, value: bytes | None, drop: Callable[[ChangeEvent], bool]
+) -> tuple[bytes, bytes] | None:
+    """The batch without the items whose event `drop` picks (erasure); the kept items' bytes stay as they were.
+    The message itself when none is picked, None when none is left."""
+    if key is None or len(key) < 8:
+        raise _error("message has no batch key", "key")
+    keys = split_items(key, 8, "key")
+    values = split_items(value, 0, "value") if value else []
+    if len(keys) != len(values):
+        raise _error(f"{len(keys)} key items but {len(values)} value items", "value")
+    kept = []
+    for key_item, value_item in zip(keys, values):
+        one_key, one_value = key[:8] + _framed(key_item), _framed(value_item)
+        if not any(drop(event) for event in decoder.decode(one_key, one_value)):
+            kept.append((key_item, value_item))
+    if len(kept) == len(keys):
+        return key, value or b""
+    if not kept:
+        return None
+    return key[:8] + b"".join(_framed(k) for k, _ in kept), b"".join(_framed(v) for _, v in kept)
+
+
+def _framed(item: bytes | memoryview) -> bytes:
+    return len(item).to_bytes(8, "big") + bytes(item)

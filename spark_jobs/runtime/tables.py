@@ -20,6 +20,7 @@ SILVER_QUARANTINE = "silver.quarantine"
 SILVER_PENDING = "silver.pending"
 SILVER_RUNS = "silver.runs"
 SILVER_SNAPSHOT_LOADS = "silver.snapshot_loads"
+SILVER_ERASURES = "silver.erasures"
 
 GOLD_PUBLICATIONS = "gold.publications"
 GOLD_TABLES = "gold.tables"
@@ -151,6 +152,18 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
             """source STRING NOT NULL, location STRING NOT NULL, snapshot_ts BIGINT NOT NULL, tables ARRAY<STRING>,
             files BIGINT, `rows` BIGINT, silver_seq BIGINT, forced BOOLEAN, started_at TIMESTAMP NOT NULL,
             finished_at TIMESTAMP""",
+            ("source",),
+            SILVER_PROPERTIES,
+        ),
+        # One row per erasure (`ticdc-lake erase`): who asked, what (the table, its key columns and a SHA-256 of the
+        # key: silver keeps the key's changes committed up to `through_ts`, the request's TiDB time, out for good), when, and
+        # what it removed. Never a value.
+        TableDefinition(
+            SILVER_ERASURES,
+            """source STRING NOT NULL, erasure_id STRING NOT NULL, database STRING NOT NULL, `table` STRING NOT NULL,
+            key_columns ARRAY<STRING> NOT NULL, key_hash STRING NOT NULL, through_ts BIGINT NOT NULL,
+            requested_by STRING NOT NULL, requested_at TIMESTAMP NOT NULL, finished_at TIMESTAMP, bronze_dropped BIGINT, bronze_rewritten BIGINT,
+            silver_rows BIGINT, gold_rows BIGINT, history_rows BIGINT, daily_rows BIGINT, files_deleted BIGINT""",
             ("source",),
             SILVER_PROPERTIES,
         ),

@@ -26,6 +26,7 @@ from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.tables import (
     BRONZE_MESSAGES,
     SILVER_DDL_EVENTS,
+    SILVER_ERASURES,
     SILVER_PENDING,
     SILVER_QUARANTINE,
     SILVER_ROW_CHANGES,
@@ -37,6 +38,7 @@ from spark_jobs.runtime.tables import (
 )
 from spark_jobs.silver import merges
 from spark_jobs.silver.decode import Primer
+from spark_jobs.silver.erased import mark_erased
 
 # What a Dumpling snapshot load wrote into a silver table (spark_jobs.backfill.snapshot): kept by a rebuild.
 _FROM_SNAPSHOTS = {
@@ -147,14 +149,15 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
 
 def rebuild_silver(spark, config: PipelineConfig, source_name: str) -> SilverResult:
     """Forget everything silver holds for a source (its run log too) and decode all of bronze again. What
-    Dumpling snapshot loads put there is kept: it does not come from bronze."""
+    Dumpling snapshot loads put there is kept: it does not come from bronze; so is the record of erasures, which
+    keeps erased keys out of the new decode."""
     source = config.source(source_name)
     ensure_tables(spark, "silver")
     # The run log goes first: a rebuild killed after that is finished by the next run of either kind, which
     # finds no run recorded and decodes all of bronze again (the merges keep what is still there once).
     left_out, rule_args = left_out_sql(source.tables)
     for table in sorted(TABLES["silver"], key=lambda t: t.name != SILVER_RUNS):
-        if table.name != SILVER_SNAPSHOT_LOADS:
+        if table.name not in (SILVER_SNAPSHOT_LOADS, SILVER_ERASURES):
             from_snapshots = _FROM_SNAPSHOTS.get(table.name, "false")
             if table.name in (SILVER_ROW_CHANGES, SILVER_DDL_EVENTS):  # a snapshot's rows of a left-out table go
                 from_snapshots = f"{from_snapshots} AND NOT {left_out}"
@@ -208,7 +211,7 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
         lambda batches: decode_batches(batches, protocol, options, primers, partition_ts),
         from_arrow_schema(DECODED_SCHEMA),
     ).withColumn("source", F.lit(source.name))
-    decoded = apply_table_rules(spark, decoded, source.tables).cache()
+    decoded = mark_erased(spark, apply_table_rules(spark, decoded, source.tables), source.name).cache()
     with named_transient_faults(source.name):  # decoding runs here, before anything is written
         # one pass: counts per kind, and each table's row shapes (merge_ddl_events infers schemas from them)
         tally = (

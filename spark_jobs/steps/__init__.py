@@ -25,6 +25,8 @@ _WHERE = {
     "serve_thrift": "cluster",
     "configured_sources": "context",
     "reconciled_sources": "context",
+    "erase": "erasing",
+    "erase_request": "erasing",
     "check_freshness": "ingest",
     "decode": "ingest",
     "generate_docs": "ingest",
@@ -60,6 +62,8 @@ __all__ = [
     "day_status",
     "decode",
     "decode_messages",
+    "erase",
+    "erase_request",
     "failure_callback",
     "generate_docs",
     "land",
@@ -89,6 +93,7 @@ if TYPE_CHECKING:
     from spark_jobs.steps.backfill import CSV_FIELDS, day_status, load_snapshot, snapshot_request, write_day
     from spark_jobs.steps.cluster import pack_env, serve_thrift
     from spark_jobs.steps.context import configured_sources, reconciled_sources
+    from spark_jobs.steps.erasing import erase, erase_request
     from spark_jobs.steps.ingest import (
         check_freshness,
         decode,

@@ -24,6 +24,7 @@ string decimals, whose scale the stream then lacks, so this variant keeps precis
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import re
 
@@ -38,7 +39,7 @@ from spark_jobs.gold.build import build_gold
 from spark_jobs.gold.layout import current_layout, table_layout
 from spark_jobs.gold.publish import tidb_time
 from spark_jobs.runtime.sql import quote_ident
-from spark_jobs.runtime.tables import SILVER_QUARANTINE
+from spark_jobs.runtime.tables import SILVER_QUARANTINE, SILVER_ROW_CHANGES
 from spark_jobs.silver.build import build_silver
 from ticdc_devkit.broker import produce
 from ticdc_devkit.dumpling_export import write_export
@@ -139,12 +140,14 @@ def assert_gold_is_upstream(
     rules: TableRules | None = None,
     gold: GoldSettings | None = None,
     exact_deletes: bool = True,
+    erased: dict[tuple[str, str], tuple] | None = None,
 ) -> None:
     """Every upstream table (that the source's table `rules` keep) with rows as of `as_of` is a gold table with
     the same rows, values, columns and types; gold holds no other table (an upstream table that is still empty
     may have none yet). With soft or ignored deletes (`gold`'s delete modes) a keyed table holds the rows removed
     upstream too, with their last values; soft-deleted ones, and only they, with `_op` delete and `_deleted_at`
-    the removal's commit time (with `exact_deletes` off, a time: the protocol's deletes carry none)."""
+    the removal's commit time (with `exact_deletes` off, a time: the protocol's deletes carry none). A key
+    `erased` from a table ((database, table) -> its key's values) is in none of it."""
     rows = upstream_state(workload.events, as_of=as_of, preexisting=workload.preexisting)
     gold = gold or GoldSettings()
     removed = {
@@ -182,6 +185,8 @@ def assert_gold_is_upstream(
         expected = by_key(
             oracle_state(rows.get((db, t), {}) | {k: r for k, (r, _) in kept.items()}, columns), table.key
         )
+        if erased and (db, t) in erased:
+            assert expected.pop(erased[(db, t)], None) is not None, f"{db}.{t}: the erased key was not upstream"
         assert actual == expected, f"{db}.{t} ({mode} deletes) differs from upstream as of {as_of}"
         assert ("_deleted_at" in spark.table(relation).columns) == (mode == "soft"), f"{db}.{t}: _deleted_at"
         if mode == "soft":
@@ -198,6 +203,7 @@ def assert_gold_is_upstream(
                     tidb_time(ts).replace(tzinfo=None) if exact_deletes else True,
                 )
                 for row, ts in kept.values()
+                if tuple(row[k] for k in table.key) != (erased or {}).get((db, t))
             }, f"{db}.{t}: the soft-deleted rows are not those removed upstream, at their commit time"
 
 
@@ -526,5 +532,48 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
         assert {name: outcomes[name] for name in left_out} == {
             name: ("not compared", "left out by the table rules") for name in left_out
         }
+    erased = erase_random_key(spark, config, source, workload, result.consistent_ts, rules, rng)
+    assert_gold_is_upstream(spark, source, workload, result.consistent_ts, rules, gold, exact_deletes, erased)
+    incremental = gold_snapshot(spark, source)
     build_gold(spark, config, source, rebuild=True)
     assert gold_snapshot(spark, source) == incremental, "gold rebuilt from silver differs from the incremental gold"
+
+
+def erase_random_key(spark, config, source: str, workload, ts: int, rules, rng) -> dict[tuple[str, str], tuple]:
+    """Erase a random row's key of a random keyed gold table (not one that an update sent whole moved: its
+    erasure is refused, tests/unit/test_erasure.py); returns {(database, table): the key's values}. The key's
+    history goes too."""
+    from spark_jobs import erasure
+
+    moved = {
+        tuple(r)
+        for r in spark.sql(
+            f"""SELECT DISTINCT database, `table`, row_key FROM {SILVER_ROW_CHANGES}
+                WHERE source = :s AND array_contains(flags, 'key_change_split')""",
+            args={"s": source},
+        ).collect()
+    }
+    namespace, present = names.gold_namespace(source), gold_tables(spark, source)
+    candidates = []
+    for (db, t), table in sorted(kept_schemas(workload, ts, rules).items()):
+        if table.key and names.gold_table(db, t) in present:
+            relation = f"{quote_ident(namespace)}.{quote_ident(names.gold_table(db, t))}"
+            columns = [(c.name, canonical_type(c.type)) for c in table.columns]
+            candidates += [
+                (db, t, table, columns, r)
+                for r in spark.table(relation).collect()
+                if (db, t, r["_row_key"]) not in moved
+            ]
+    assert candidates, "no row to erase"
+    db, t, table, columns, row = rng.choice(candidates)
+    key_columns = spark.sql(
+        f"""SELECT key_columns FROM {SILVER_ROW_CHANGES} WHERE source = :s AND database = :d AND `table` = :t
+            AND row_key = :k LIMIT 1""",
+        args={"s": source, "d": db, "t": t, "k": row["_row_key"]},
+    ).collect()[0][0]
+    key = dict(zip(key_columns, json.loads(row["_row_key"])))
+    erasure.erase(spark, config, source, db, t, key, "the gold oracle")
+    history = f"{quote_ident(namespace)}.{quote_ident(names.gold_table(db, t) + names.HISTORY_SUFFIX)}"
+    assert not spark.sql(f"SELECT * FROM {history} WHERE _row_key = :k", args={"k": row["_row_key"]}).count()
+    (values,) = rows_state([row], columns).values()
+    return {(db, t): tuple(values[k] for k in table.key)}

@@ -1,0 +1,463 @@
+"""Erasure: every row and version of one key of one upstream table, gone from the lakehouse and from its storage.
+
+`erase` runs under the source's lock (the step takes it), in this order:
+
+1. silver decodes what bronze holds of the source that it has not read yet (`build_silver`), so that silver lists
+   every message that carries the key, by its Kafka coordinates;
+2. bronze's rewrite is worked out before anything is written: a message silver lists for the key goes whole, or,
+   where it carries other rows too (Open's batches, a Canal-JSON `data` list), is rewritten by its codec without
+   the key's row (`codecs.without_events`), every other row's bytes as they were. A message that holds the key and
+   another key in one event (an update that changed the key, sent whole) cannot lose one of them: the erasure
+   stops, naming the message and both keys, and nothing is touched;
+3. the erasure is recorded in `silver.erasures`: who, what (table, key columns, a SHA-256 of the key), when; never
+   a value. From then on no decode lets a change of the key committed up to the request into silver again
+   (`silver.erased`), so neither a replay of bronze nor TiCDC sending the message again brings it back;
+4. bronze loses and rewrites those messages in one commit; silver, gold, history and the daily table lose the
+   key's rows, and the gold, history and daily files that held them are rewritten (gold's merges write delete
+   files, which leave a deleted row in its data file);
+5. the source is published again at the same consistent ts, pinned to the tables' new snapshots;
+6. every table touched loses its snapshots older than the erasure (a gold, history or daily table its tags too),
+   and with them the files that held the key; files of the source's own tables that no snapshot lists (left by a
+   killed write) go as well. Bronze, shared by the sources, keeps the snapshots another source's silver has not
+   read past yet, and drops the landing branches main has moved past;
+7. the record gets the counts and the finish time.
+
+A failed erasure is finished by running it again: each step finds what is left. Publications older than an
+erasure name snapshots that no longer exist for the erased table; as-of reads go through the history table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import time
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from spark_jobs.bronze.land import drop_branch
+from spark_jobs.canonical.events import ChangeEvent, split_key_change
+from spark_jobs.codecs import MULTI_ROW_PROTOCOLS, make_decoder, without_events
+from spark_jobs.config import PipelineConfig, SourceSettings, decoder_options
+from spark_jobs.errors import ConfigError, ErasureRefused
+from spark_jobs.gold import names
+from spark_jobs.gold.publish import (
+    TableState,
+    latest_publication,
+    live_rows,
+    publish,
+    published_tables,
+    read_state,
+    record_publication,
+    write_state,
+)
+from spark_jobs.maintenance import expire_snapshots, silver_positions_since, stale_landing_branches
+from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
+from spark_jobs.runtime.results import Result
+from spark_jobs.runtime.sql import quote_ident, temp_view
+from spark_jobs.runtime.tables import BRONZE_COMMITS, BRONZE_MESSAGES, SILVER_ERASURES, SILVER_ROW_CHANGES
+from spark_jobs.silver.build import build_silver, record_run
+from spark_jobs.silver.decode import row_key
+from spark_jobs.silver.erased import key_hash
+
+log = logging.getLogger(__name__)
+
+KEY_COLUMN = "_row_key"  # gold's, history's and the daily tables' column of the row's key
+
+
+def parse_key(text: str) -> dict[str, str]:
+    """`{"id": 7}` -> the key's columns and their values as silver writes them (text); a ConfigError names what is
+    wrong. A number or a string per column; a value of another type (a date, a decimal) is given as the text
+    silver holds."""
+    try:
+        key = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"erase: --key must be a JSON object of the key's columns, got {text!r}: {exc}") from None
+    if type(key) is not dict or not key:
+        raise ConfigError(f"erase: --key must be a JSON object of the key's columns, got {text!r}")
+    values = {}
+    for column, value in key.items():
+        if type(value) is int or type(value) is str:
+            values[column] = str(value)
+        else:
+            raise ConfigError(
+                f"erase: key column {column!r} is {value!r}; give a number or the value's text as silver holds it"
+            )
+    return values
+
+
+@dataclass(frozen=True)
+class Erased(Result):
+    """What one erasure removed, in numbers (the record in `silver.erasures` has the same)."""
+
+    erasure_id: str
+    source: str
+    table: str  # database.table upstream
+    key_columns: list[str]
+    bronze_dropped: int  # messages removed whole
+    bronze_rewritten: int  # messages rewritten without the key's rows
+    silver_rows: int
+    gold_rows: int
+    history_rows: int
+    daily_rows: int
+    snapshots_expired: int
+    files_deleted: int
+    waiting: int  # the source's messages still waiting for their schema: silver keeps the key out when they decode
+    seconds: float
+
+    def lines(self) -> list[str]:
+        return [
+            f"{self.source}: erased the key ({', '.join(self.key_columns)}) of {self.table} (erasure {self.erasure_id}): "
+            f"{self.bronze_dropped} bronze messages removed, {self.bronze_rewritten} rewritten without it; "
+            f"{self.silver_rows} silver rows, {self.gold_rows} gold rows, {self.history_rows} history versions, "
+            f"{self.daily_rows} daily rows deleted",
+            f"{self.snapshots_expired} snapshots expired and {self.files_deleted} files deleted that held it; "
+            f"{self.waiting} messages of the source wait for their schema; {self.seconds:.1f}s",
+        ]
+
+
+def erase(
+    spark, config: PipelineConfig, source_name: str, database: str, table: str, key: dict[str, str], requested_by: str
+) -> Erased:
+    """Erase one key of `database.table` from the source's lakehouse (see the module); the caller holds the
+    source's lock."""
+    source = config.source(source_name)
+    started, requested_at = time.monotonic(), dt.datetime.now(dt.UTC)
+    build_silver(spark, config, source.name)
+    key_columns = _key_columns(spark, source.name, database, table)
+    if sorted(key) != sorted(key_columns):
+        raise ConfigError(
+            f"erase: the key of {database}.{table} is ({', '.join(key_columns)}); --key gives ({', '.join(key)})"
+        )
+    erased_key = row_key(key_columns, None, key)
+    assert erased_key is not None
+    where = {"source": source.name, "database": database, "table": table, "row_key": erased_key}
+    plan = _bronze_plan(spark, source, database, table, erased_key)
+    erasure_id = uuid.uuid4().hex
+    _record(spark, source.name, erasure_id, database, table, key_columns, erased_key, requested_by, requested_at)
+    touched: list[str] = []
+    replaced: list[str] = []
+    if plan:
+        replaced = _apply_bronze(spark, source.name, plan)
+        # silver's next run reads bronze from the erasure's commit: every snapshot before it expires below
+        record_run(spark, config, source.name, "incremental", main_snapshot(spark), {}, started)
+        touched.append(BRONZE_MESSAGES)
+    silver_rows = _delete(
+        spark,
+        SILVER_ROW_CHANGES,
+        "source = :source AND database = :database AND `table` = :table AND row_key = :row_key",
+        where,
+    )
+    if silver_rows:
+        touched.append(SILVER_ROW_CHANGES)
+    state = [t for t in read_state(spark, source.name) if (t.upstream_database, t.upstream_table) == (database, table)]
+    own: list[str] = []  # the source's own tables the key was deleted from
+    counts = {"gold": 0, "history": 0, "daily": 0}
+    daily = ".".join(quote_ident(part) for part in names.daily_table(source.name, database, table))
+    for kind, relation in [
+        *((kind, r) for t in state for kind, r in (("gold", t.gold_relation), ("history", t.history_relation))),
+        ("daily", daily),
+    ]:
+        if not spark.catalog.tableExists(relation):
+            continue
+        deleted = _delete(spark, relation, f"{KEY_COLUMN} = :row_key", where)
+        counts[kind] += deleted
+        if deleted:
+            _rewrite_files_holding(spark, relation, erased_key)
+            own.append(relation)
+    if state and (counts["gold"] or counts["history"]):
+        _publish_again(spark, config, source.name, state)
+    expired, files = _expire(spark, config, touched, own)
+    files += _delete_left(spark, BRONZE_MESSAGES, replaced)
+    result = Erased(
+        erasure_id=erasure_id,
+        source=source.name,
+        table=f"{database}.{table}",
+        key_columns=key_columns,
+        bronze_dropped=sum(1 for change in plan if change[3]),
+        bronze_rewritten=sum(1 for change in plan if not change[3]),
+        silver_rows=silver_rows,
+        gold_rows=counts["gold"],
+        history_rows=counts["history"],
+        daily_rows=counts["daily"],
+        snapshots_expired=expired,
+        files_deleted=files,
+        waiting=_waiting(spark, source.name),
+        seconds=time.monotonic() - started,
+    )
+    _finish(spark, result)
+    for line in result.lines():
+        log.info("%s", line)
+    return result
+
+
+def _key_columns(spark, source: str, database: str, table: str) -> list[str]:
+    """The table's key columns, as its newest row change in silver names them."""
+    rows = spark.sql(
+        f"""SELECT key_columns FROM {SILVER_ROW_CHANGES}
+            WHERE source = :source AND database = :database AND `table` = :table
+            ORDER BY commit_ts DESC LIMIT 1""",
+        args={"source": source, "database": database, "table": table},
+    ).collect()
+    if not rows:
+        raise ConfigError(f"erase: source {source} has no row of {database}.{table} in silver")
+    if not rows[0]["key_columns"]:
+        raise ConfigError(f"erase: {database}.{table} has no key (TiCDC replicates it with force-replicate)")
+    return list(rows[0]["key_columns"])
+
+
+# a message's change: (topic, partition, offset, dropped whole, its new key, its new value)
+BronzeChange = tuple[str, int, int, bool, bytes | None, bytes | None]
+
+
+def _bronze_plan(spark, source: SourceSettings, database: str, table: str, erased_key: str) -> list[BronzeChange]:
+    """What bronze must lose: each message silver lists for the key, dropped or rewritten (nothing written yet)."""
+    from pyspark.sql import functions as F
+
+    coordinates = ["topic", "partition", "offset"]
+    listed = (
+        spark.table(SILVER_ROW_CHANGES)
+        .where(
+            (F.col("source") == source.name)
+            & (F.col("database") == database)
+            & (F.col("table") == table)
+            & (F.col("row_key") == erased_key)
+        )
+        .select(*coordinates)
+        .distinct()
+    )
+    messages = (
+        spark.table(BRONZE_MESSAGES)
+        .where(F.col("source") == source.name)
+        .join(listed, coordinates, "left_semi")
+        .select(*coordinates, "key", "value")
+        .collect()
+    )
+    if source.protocol not in MULTI_ROW_PROTOCOLS:
+        _refuse_shared(spark, source.name, database, table, erased_key, listed)
+        return [(m["topic"], m["partition"], m["offset"], True, None, None) for m in messages]
+    decoder = make_decoder(source.protocol, decoder_options(source))
+    plan: list[BronzeChange] = []
+    for m in messages:
+        where = f"{m['topic']}[{m['partition']}]@{m['offset']}"
+        rewritten = without_events(
+            source.protocol, decoder, m["key"], m["value"], _picker(database, table, erased_key, where)
+        )
+        if rewritten is None:
+            plan.append((m["topic"], m["partition"], m["offset"], True, None, None))
+        elif rewritten != (m["key"], m["value"]):
+            plan.append((m["topic"], m["partition"], m["offset"], False, *rewritten))
+    return plan
+
+
+def _picker(database: str, table: str, erased_key: str, where: str):
+    """Whether an event is a change of the erased key (`without_events` drops it)."""
+
+    def picked(event: ChangeEvent) -> bool:
+        if event.kind != "row" or event.database != database or event.table != table:
+            return False
+        keys = {row_key(part.key_columns, part.before, part.after) for part in split_key_change(event)}
+        if erased_key not in keys:
+            return False
+        if len(keys) > 1:
+            others = ", ".join(sorted(k for k in keys if k is not None and k != erased_key))
+            raise ErasureRefused(
+                f"erase: the message at {where} changes the key of a row of {database}.{table} from or to the "
+                f"erased key and {others}; erasing it would lose the other key's row: erase both keys"
+            )
+        return True
+
+    return picked
+
+
+def _refuse_shared(spark, source: str, database: str, table: str, erased_key: str, listed) -> None:
+    """A protocol of one row per message whose message silver lists with another key too (an update that changed
+    the key, sent whole) cannot lose the erased key alone."""
+    from pyspark.sql import functions as F
+
+    coordinates = ["topic", "partition", "offset"]
+    other = (
+        spark.table(SILVER_ROW_CHANGES)
+        .where(F.col("source") == source)
+        .join(listed, coordinates, "left_semi")
+        .where((F.col("database") != database) | (F.col("table") != table) | (F.col("row_key") != erased_key))
+        .select(*coordinates, "row_key")
+        .limit(1)
+        .collect()
+    )
+    if other:
+        o = other[0]
+        raise ErasureRefused(
+            f"erase: the message at {o['topic']}[{o['partition']}]@{o['offset']} carries the erased key of "
+            f"{database}.{table} and {o['row_key']} too; erasing it would lose the other key's row: erase both keys"
+        )
+
+
+def _record(
+    spark,
+    source: str,
+    erasure_id: str,
+    database: str,
+    table: str,
+    key_columns: list[str],
+    erased_key: str,
+    requested_by: str,
+    requested_at: dt.datetime,
+) -> None:
+    row = (
+        source,
+        erasure_id,
+        database,
+        table,
+        key_columns,
+        key_hash(database, table, erased_key),
+        (int(requested_at.timestamp() * 1000) << 18) | 0x3FFFF,  # every commit up to the request's millisecond
+        requested_by,
+        requested_at.replace(tzinfo=None),
+        *([None] * 8),
+    )
+    spark.createDataFrame([row], spark.table(SILVER_ERASURES).schema).writeTo(SILVER_ERASURES).append()
+
+
+def _finish(spark, result: Erased) -> None:
+    spark.sql(
+        f"""UPDATE {SILVER_ERASURES} SET finished_at = current_timestamp(), bronze_dropped = :bronze_dropped,
+            bronze_rewritten = :bronze_rewritten, silver_rows = :silver_rows, gold_rows = :gold_rows,
+            history_rows = :history_rows, daily_rows = :daily_rows, files_deleted = :files_deleted
+            WHERE source = :source AND erasure_id = :erasure_id""",
+        args={
+            "source": result.source,
+            "erasure_id": result.erasure_id,
+            "bronze_dropped": result.bronze_dropped,
+            "bronze_rewritten": result.bronze_rewritten,
+            "silver_rows": result.silver_rows,
+            "gold_rows": result.gold_rows,
+            "history_rows": result.history_rows,
+            "daily_rows": result.daily_rows,
+            "files_deleted": result.files_deleted,
+        },
+    )
+
+
+def _apply_bronze(spark, source: str, plan: list[BronzeChange]) -> list[str]:
+    """Drop and rewrite the planned messages in one commit (copy-on-write: the files that held them are replaced);
+    returns the replaced files."""
+    changes = spark.createDataFrame(
+        plan, "topic string, `partition` int, `offset` bigint, dropped boolean, key binary, value binary"
+    )
+    with BRONZE_COMMITS, temp_view(changes, "erased_messages") as view:
+        spark.sql(
+            f"""MERGE INTO {BRONZE_MESSAGES} t USING {view} s
+                ON t.source = :source AND t.topic = s.topic AND t.`partition` = s.`partition` AND t.`offset` = s.`offset`
+                WHEN MATCHED AND s.dropped THEN DELETE
+                WHEN MATCHED THEN UPDATE SET t.key = s.key, t.value = s.value""",
+            args={"source": source},
+        )
+        table = iceberg_table(spark, BRONZE_MESSAGES)
+        replaced = table.currentSnapshot().removedDataFiles(table.io())
+        return [str(data_file.location()) for data_file in replaced]
+
+
+def _delete_left(spark, relation: str, paths: list[str]) -> int:
+    """Delete the files among `paths` that expiry left because a snapshot it keeps still lists them; returns how
+    many. Bronze keeps the snapshots another source's silver has not read past, and that read prunes by source
+    (bronze's partition): it never opens this source's files."""
+    io = iceberg_table(spark, relation).io()
+    left = [path for path in paths if io.newInputFile(path).exists()]
+    for path in left:
+        io.deleteFile(path)
+    return len(left)
+
+
+def _delete(spark, relation: str, condition: str, args: dict[str, Any]) -> int:
+    """Delete the rows `condition` holds for; returns how many there were."""
+    used = {name: value for name, value in args.items() if f":{name}" in condition}
+    count = spark.sql(f"SELECT count(*) FROM {relation} WHERE {condition}", args=used).collect()[0][0]
+    if count:
+        spark.sql(f"DELETE FROM {relation} WHERE {condition}", args=used)
+    return int(count)
+
+
+def _rewrite_files_holding(spark, relation: str, erased_key: str) -> None:
+    """Rewrite every data file that may hold the key (by its statistics), applying the delete files: a merge-on-read
+    delete leaves the row in its data file."""
+    jvm = spark.sparkContext._jvm
+    actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    holding = jvm.org.apache.iceberg.expressions.Expressions.equal(KEY_COLUMN, erased_key)
+    actions.rewriteDataFiles(iceberg_table(spark, relation)).filter(holding).option("rewrite-all", "true").execute()
+
+
+def _publish_again(spark, config: PipelineConfig, source: str, erased: list[TableState]) -> None:
+    """The source's publication again, at its consistent ts, with the erased table's new snapshots."""
+    started = dt.datetime.now(dt.UTC)
+    changed = {t.table_uid for t in erased}
+    state = []
+    for t in read_state(spark, source):
+        if t.table_uid in changed:
+            gold_snapshot, rows = live_rows(spark, t.gold_relation)
+            history_snapshot, versions = live_rows(spark, t.history_relation)
+            t = replace(
+                t, gold_snapshot_id=gold_snapshot, history_snapshot_id=history_snapshot, rows=rows, versions=versions
+            )
+        state.append(t)
+    write_state(spark, source, state)
+    latest = latest_publication(spark, source)
+    if latest is None:
+        return
+    tag = publish(spark, source, latest["consistent_ts"], published_tables(state), started)
+    record_publication(Path(config.local_dir), source, latest["consistent_ts"], tag)
+
+
+def _expire(spark, config: PipelineConfig, shared: list[str], own: list[str]) -> tuple[int, int]:
+    """Expire every snapshot older than now of the tables touched (see the module, step 6); returns the snapshots
+    expired and the files deleted."""
+    jvm = spark.sparkContext._jvm
+    actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    snapshots = files = 0
+    for relation in [*shared, *own]:
+        keep_since = None
+        if relation == BRONZE_MESSAGES:
+            for branch in stale_landing_branches(spark):
+                drop_branch(spark, branch)
+            keep_since = silver_positions_since(spark, config)
+        if relation in own:
+            _drop_tags(spark, relation)
+        now = int(time.time() * 1000) + 1
+        before = len(list(iceberg_table(spark, relation).snapshots()))
+        with BRONZE_COMMITS if relation == BRONZE_MESSAGES else contextlib.nullcontext():
+            expired = expire_snapshots(spark, actions, relation, min(now, keep_since or now), 1)
+        snapshots += before - len(list(iceberg_table(spark, relation).snapshots()))
+        files += (
+            expired.deletedDataFilesCount()
+            + expired.deletedPositionDeleteFilesCount()
+            + expired.deletedEqualityDeleteFilesCount()
+            + expired.deletedManifestsCount()
+        )
+        if relation in own:  # the source's own table, under its lock: no write of another run is in flight
+            orphans = actions.deleteOrphanFiles(iceberg_table(spark, relation)).olderThan(now).execute()
+            files += sum(1 for _ in orphans.orphanFileLocations())
+    return snapshots, files
+
+
+def _drop_tags(spark, relation: str) -> None:
+    """Remove the tags of a table (maintenance's `ticdc_published`): a tagged snapshot never expires."""
+    table = iceberg_table(spark, relation)
+    refs = table.refs()
+    tags = [name for name in refs.keySet() if refs.get(name).isTag()]
+    if tags:
+        manage = table.manageSnapshots()
+        for name in tags:
+            manage = manage.removeTag(name)
+        manage.commit()
+
+
+def _waiting(spark, source: str) -> int:
+    from pyspark.sql import functions as F
+
+    from spark_jobs.runtime.tables import SILVER_PENDING
+
+    return spark.table(SILVER_PENDING).where(F.col("source") == source).count()

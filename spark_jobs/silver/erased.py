@@ -1,0 +1,50 @@
+"""Keys erased from a source (`ticdc-lake erase`, `spark_jobs.erasure`) stay out of silver for good.
+
+`silver.erasures` keeps, per erasure, a SHA-256 of the table and the key (`key_hash`), never a value, and the TiDB
+time of the request (`through_ts`). Every decode (an incremental run, a rebuild of silver from bronze, a quarantine
+replay) marks a row change whose table and key hash to a recorded erasure, committed at or before its
+`through_ts`, as kind `erased`, which no merge takes: the same message sent again by TiCDC, or a Kafka topic read
+again from the start, cannot bring the key back. A change committed after the request is new data and goes in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from spark_jobs.runtime.tables import SILVER_ERASURES
+
+ERASED = "erased"  # the decoded kind of a row change of an erased key
+_SEPARATOR = "\x00"  # in no database or table name, nor in a key's JSON text
+
+
+def key_hash(database: str, table: str, row_key: str) -> str:
+    """What `silver.erasures` holds of an erased key: a SHA-256 (hex) of its table and its `row_key` text."""
+    return hashlib.sha256(_SEPARATOR.join((database, table, row_key)).encode("utf-8")).hexdigest()
+
+
+def erased_through(spark, source: str) -> dict[str, int]:
+    """Key hash -> the newest commit ts erased, of every erasure of a source (a few rows, read once per decode)."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        spark.table(SILVER_ERASURES)
+        .where(F.col("source") == source)
+        .groupBy("key_hash")
+        .agg(F.max("through_ts").alias("through_ts"))
+        .collect()
+    )
+    return {r["key_hash"]: r["through_ts"] for r in rows}
+
+
+def mark_erased(spark, decoded, source: str):
+    """The decoded events with every row change of an erased key committed by its erasure's `through_ts` marked
+    kind `erased` (the same hash as `key_hash`, computed by Spark per row only when the source has erasures)."""
+    from pyspark.sql import functions as F
+
+    through = erased_through(spark, source)
+    if not through:
+        return decoded
+    hashed = F.sha2(F.concat_ws(_SEPARATOR, "database", "table", "row_key"), 256)
+    limits = F.create_map(*[F.lit(value) for item in through.items() for value in item])
+    erased = (F.col("kind") == "row") & (F.col("commit_ts") <= F.try_element_at(limits, hashed))
+    return decoded.withColumn("kind", F.when(erased, F.lit(ERASED)).otherwise(F.col("kind")))

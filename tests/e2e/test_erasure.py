@@ -1,0 +1,234 @@
+"""Erasure on the real broker, Spark, Iceberg, dbt and Airflow (README, "Erasing a key"): an Open Protocol source
+batches ten rows of one commit into one Kafka message; after the `ticdc_erase` DAG erases one of them, no file
+under the warehouse holds the key's values (every Parquet cell, every Avro record, every other file's bytes),
+silver, gold, history and the daily table hold every other row as before, the batch that carried the key was
+rewritten without it, the erasure is recorded without a value, and neither a rebuild of silver from bronze nor
+TiCDC sending the same messages again brings it back, while a change of the key committed after the erasure does
+come in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from spark_jobs import steps
+from spark_jobs.backfill.daily import write_day
+from spark_jobs.gold import names
+from spark_jobs.gold.build import build_gold
+from spark_jobs.runtime.sql import quote_ident
+from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ERASURES, SILVER_ROW_CHANGES
+from spark_jobs.silver.erased import key_hash
+from tests.e2e.streams import land_and_decode, send
+from tests.e2e.test_rebuild import trigger
+from tests.e2e.test_silver import tso
+from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.workload import create_table_sql
+
+pytestmark = pytest.mark.e2e
+
+SOURCE, PROTOCOL = "erased", "open"
+PEOPLE = Table(
+    "er",
+    "people",
+    (Column("id", "int", nullable=False), Column("email", "varchar(64)"), Column("note", "varchar(16)")),
+    ("id",),
+    900,
+)
+SECRETS = ("erase-me-7f3a@example.test", "erase-me-too-9c1d@example.test")  # key 7's emails, in no other row
+DAY = dt.date(2025, 11, 23)  # the day of tso(0)
+
+
+def _people(ms: int, changes: list[tuple]) -> list[RowChange]:
+    """One commit of (op, id, email before, email after) changes."""
+    return [
+        RowChange(
+            tso(ms),
+            op,
+            PEOPLE,
+            before={"id": key, "email": old, "note": "n"} if old is not None else None,
+            after={"id": key, "email": new, "note": "n"} if new is not None else None,
+        )
+        for op, key, old, new in changes
+    ]
+
+
+def _stream() -> list:
+    emails = {k: (SECRETS[0] if k == 7 else f"person{k}@example.test") for k in range(1, 11)}
+    return [
+        Ddl(tso(10), "er", "people", create_table_sql(PEOPLE), "create_table", table_after=PEOPLE),
+        *_people(20, [("insert", k, None, email) for k, email in emails.items()]),  # one batch of ten rows
+        Watermark(tso(25)),  # a resolved event ends a batch
+        *_people(30, [("update", 7, SECRETS[0], SECRETS[1])]),  # a message of the key alone
+        Watermark(tso(35)),
+        *_people(40, [("update", 3, emails[3], "three@example.test")]),
+        Watermark(tso(50_000_000)),  # the next day: DAY is complete
+    ]
+
+
+def _relation(namespace: str, table: str) -> str:
+    return f"{quote_ident(namespace)}.{quote_ident(table)}"
+
+
+def _rows(spark, relation: str) -> dict[str, set]:
+    """_row_key -> the set of (email, note) of a gold, history or daily table."""
+    out: dict[str, set] = {}
+    for r in spark.table(relation).collect():
+        out.setdefault(r["_row_key"], set()).add((r["email"], r["note"]))
+    return out
+
+
+def _layers(spark) -> dict[str, dict[str, set]]:
+    gold = names.gold_namespace(SOURCE)
+    table = names.gold_table("er", "people")
+    silver = spark.sql(
+        f"SELECT row_key, after['email'] AS email, op FROM {SILVER_ROW_CHANGES} WHERE source = :source",
+        args={"source": SOURCE},
+    ).collect()
+    return {
+        "gold": _rows(spark, _relation(gold, table)),
+        "history": _rows(spark, _relation(gold, table + names.HISTORY_SUFFIX)),
+        "daily": _rows(spark, _relation(*names.daily_table(SOURCE, "er", "people"))),
+        "silver": {
+            k: {(r["email"], r["op"]) for r in silver if r["row_key"] == k} for k in {r["row_key"] for r in silver}
+        },
+    }
+
+
+def _warehouse(spark) -> Path:
+    location = spark.conf.get("spark.sql.catalog.spark_catalog.warehouse", None) or spark.conf.get(
+        "spark.sql.warehouse.dir"
+    )
+    return Path(location.removeprefix("file:"))
+
+
+def files_holding(root: Path, needles: tuple[str, ...]) -> list[str]:
+    """Every file under `root` that holds one of `needles`: in a Parquet file's cells (decompressed, any column,
+    nested ones too), in an Avro file's records (Iceberg's manifests, with their column bounds), or in any other
+    file's bytes."""
+    import fastavro
+
+    found = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if path.suffix == ".parquet":
+            held = _parquet_holds(path, needles)
+        elif path.suffix == ".avro":
+            with path.open("rb") as f:
+                held = any(
+                    n.encode() in repr(record).encode() or n in repr(record)
+                    for record in fastavro.reader(f)
+                    for n in needles
+                )
+        else:
+            data = path.read_bytes()
+            held = any(n.encode() in data for n in needles)
+        if held:
+            found.append(str(path.relative_to(root)))
+    return found
+
+
+def _parquet_holds(path: Path, needles: tuple[str, ...]) -> bool:
+    table = pq.ParquetFile(path).read()
+    for column in table.columns:
+        for chunk in column.chunks:
+            for leaf in _leaves(chunk):
+                if pa.types.is_binary(leaf.type) or pa.types.is_large_binary(leaf.type):
+                    leaf = leaf.cast(pa.large_binary())
+                elif not (pa.types.is_string(leaf.type) or pa.types.is_large_string(leaf.type)):
+                    continue
+                for needle in needles:
+                    pattern = needle.encode() if pa.types.is_large_binary(leaf.type) else needle
+                    if pc.any(pc.match_substring(leaf, pattern)).as_py():
+                        return True
+    return False
+
+
+def _leaves(array: pa.Array) -> list[pa.Array]:
+    """The string and binary arrays inside a column, through lists, maps and structs."""
+    if pa.types.is_struct(array.type):
+        return [leaf for i in range(array.type.num_fields) for leaf in _leaves(array.field(i))]
+    if pa.types.is_map(array.type):
+        return [*_leaves(array.keys), *_leaves(array.items)]
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type):
+        return _leaves(array.flatten())
+    return [array]
+
+
+def test_an_erased_key_is_gone_from_every_layer_and_every_file_and_stays_gone(
+    spark, broker, airflow_db, source_config, config_file, tmp_path, monkeypatch
+):
+    config = source_config(SOURCE, PROTOCOL)
+    monkeypatch.setenv("TICDC_LAKE_CONFIG", str(config_file(config, tmp_path / "pipeline.yaml")))
+    broker.create_topics([SOURCE], partitions=1)
+    send(broker, SOURCE, _stream(), PROTOCOL)
+    land_and_decode(spark, config, SOURCE)
+    build_gold(spark, config, SOURCE)
+    assert write_day(spark, SOURCE, DAY).rows, "the daily table was not written"
+    before = _layers(spark)
+    erased_key = json.dumps(["7"])
+    assert before["gold"][erased_key] == {(SECRETS[1], "n")} and len(before["gold"]) == 10
+    assert before["history"][erased_key] == {(SECRETS[0], "n"), (SECRETS[1], "n")}
+    assert before["daily"][erased_key] == {(SECRETS[1], "n")}
+    warehouse = _warehouse(spark)
+    assert files_holding(warehouse, SECRETS), "the search finds nothing even before the erasure"
+    batches = spark.table(BRONZE_MESSAGES).where(f"source = '{SOURCE}'").count()
+
+    trigger(
+        "ticdc_erase",
+        {"source": SOURCE, "table": "er.people", "key": '{"id": 7}', "requested_by": "dpo@example.test"},
+    )
+
+    after = _layers(spark)
+    for layer, rows in after.items():
+        assert rows == {k: v for k, v in before[layer].items() if k != erased_key}, f"{layer} after the erasure"
+    assert files_holding(warehouse, SECRETS) == [], "files under the warehouse still hold the erased values"
+    assert spark.table(BRONZE_MESSAGES).where(f"source = '{SOURCE}'").count() == batches - 1, (
+        "the key's own message goes; the batch of ten rows is rewritten, not dropped"
+    )
+    record = spark.table(SILVER_ERASURES).where(f"source = '{SOURCE}'").collect()
+    assert len(record) == 1
+    r = record[0].asDict()
+    assert (r["database"], r["table"], r["key_columns"], r["requested_by"]) == (
+        "er",
+        "people",
+        ["id"],
+        "dpo@example.test",
+    )
+    assert r["key_hash"] == key_hash("er", "people", erased_key) and r["finished_at"] is not None
+    assert (
+        r["bronze_dropped"],
+        r["bronze_rewritten"],
+        r["silver_rows"],
+        r["gold_rows"],
+        r["history_rows"],
+        r["daily_rows"],
+    ) == (1, 1, 2, 1, 2, 1)
+    assert not any(secret in json.dumps(r, default=str) for secret in SECRETS) and '"7"' not in json.dumps(
+        r, default=str
+    )
+
+    # a replay of bronze: silver decoded again from the rewritten messages, gold rebuilt from it
+    steps.rebuild({"source": SOURCE, "layer": "silver"})
+    steps.rebuild({"source": SOURCE, "layer": "gold"})
+    steps.rebuild({"source": SOURCE, "layer": "history"})
+    assert _layers(spark) == after, "rebuilt from bronze, the layers differ from what the erasure left"
+
+    # TiCDC sends the same messages again (a changefeed restarted from an older checkpoint)
+    send(broker, SOURCE, _stream(), PROTOCOL)
+    land_and_decode(spark, config, SOURCE)
+    build_gold(spark, config, SOURCE)
+    assert _layers(spark) == after, "the key's changes sent again came back"
+
+    # a change of the key committed after the erasure is new data
+    now = int(time.time() * 1000) - 1_763_900_000_000 + 60_000
+    send(broker, SOURCE, [*_people(now, [("insert", 7, None, "new@example.test")]), Watermark(tso(now + 1))], PROTOCOL)
+    land_and_decode(spark, config, SOURCE)
+    build_gold(spark, config, SOURCE)
+    assert _layers(spark)["gold"][erased_key] == {("new@example.test", "n")}
