@@ -59,7 +59,14 @@ from spark_jobs.maintenance import expire_snapshots, silver_positions_since, sta
 from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
 from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.sql import quote_ident, temp_view
-from spark_jobs.runtime.tables import BRONZE_COMMITS, BRONZE_MESSAGES, SILVER_ERASURES, SILVER_ROW_CHANGES
+from spark_jobs.runtime.tables import (
+    BRONZE_COMMITS,
+    BRONZE_MESSAGES,
+    SILVER_DDL_EVENTS,
+    SILVER_ERASED_MESSAGES,
+    SILVER_ERASURES,
+    SILVER_ROW_CHANGES,
+)
 from spark_jobs.silver.build import build_silver, record_run
 from spark_jobs.silver.decode import row_key
 from spark_jobs.silver.erased import key_hash
@@ -135,32 +142,38 @@ def erase(
         )
     erased_key = row_key(key_columns, None, key)
     assert erased_key is not None
-    where = {"source": source.name, "database": database, "table": table, "row_key": erased_key}
-    plan = _bronze_plan(spark, source, database, table, erased_key)
+    known_as = _names(spark, source.name, database, table)
+    hashes = [key_hash(db, t, erased_key) for db, t in known_as]
+    where = {"source": source.name, "row_key": erased_key}
+    plan = _bronze_plan(spark, source, known_as, erased_key, hashes)
     erasure_id = uuid.uuid4().hex
-    _record(spark, source.name, erasure_id, database, table, key_columns, erased_key, requested_by, requested_at)
+    _record(spark, source.name, erasure_id, database, table, key_columns, hashes, requested_by, requested_at)
     touched: list[str] = []
     replaced: list[str] = []
     if plan:
         replaced = _apply_bronze(spark, source.name, plan)
+        markers = {f"hash_{i}": value for i, value in enumerate(hashes)}
+        spark.sql(
+            f"DELETE FROM {SILVER_ERASED_MESSAGES} WHERE source = :source"
+            f" AND key_hash IN ({', '.join(':' + name for name in markers)})",
+            args={"source": source.name, **markers},
+        )
         # silver's next run reads bronze from the erasure's commit: every snapshot before it expires below
         record_run(spark, config, source.name, "incremental", main_snapshot(spark), {}, started)
         touched.append(BRONZE_MESSAGES)
+    named, name_args = _named(known_as)
     silver_rows = _delete(
-        spark,
-        SILVER_ROW_CHANGES,
-        "source = :source AND database = :database AND `table` = :table AND row_key = :row_key",
-        where,
+        spark, SILVER_ROW_CHANGES, f"source = :source AND row_key = :row_key AND {named}", where | name_args
     )
     if silver_rows:
         touched.append(SILVER_ROW_CHANGES)
     state = [t for t in read_state(spark, source.name) if (t.upstream_database, t.upstream_table) == (database, table)]
     own: list[str] = []  # the source's own tables the key was deleted from
     counts = {"gold": 0, "history": 0, "daily": 0}
-    daily = ".".join(quote_ident(part) for part in names.daily_table(source.name, database, table))
+    daily = [".".join(quote_ident(part) for part in names.daily_table(source.name, db, t)) for db, t in known_as]
     for kind, relation in [
         *((kind, r) for t in state for kind, r in (("gold", t.gold_relation), ("history", t.history_relation))),
-        ("daily", daily),
+        *(("daily", relation) for relation in daily),
     ]:
         if not spark.catalog.tableExists(relation):
             continue
@@ -195,6 +208,33 @@ def erase(
     return result
 
 
+def _names(spark, source: str, database: str, table: str) -> list[tuple[str, str]]:
+    """Every name the table had (silver keeps each change under the name it came with): its name, and the names
+    of the tables the DDL history gives its identities (`table_uid`, kept through renames)."""
+    rows = spark.sql(
+        f"""WITH identities AS (
+                SELECT DISTINCT table_uid FROM {SILVER_DDL_EVENTS}
+                WHERE source = :source AND database = :database AND `table` = :table AND table_uid IS NOT NULL)
+            SELECT DISTINCT e.database, e.`table`, e.old_database, e.old_table
+            FROM {SILVER_DDL_EVENTS} e JOIN identities i ON e.table_uid = i.table_uid
+            WHERE e.source = :source""",
+        args={"source": source, "database": database, "table": table},
+    ).collect()
+    known = {(database, table)}
+    for r in rows:
+        known |= {(db, t) for db, t in ((r[0], r[1]), (r[2], r[3])) if db is not None and t is not None}
+    return sorted(known)
+
+
+def _named(known_as: list[tuple[str, str]]) -> tuple[str, dict[str, str]]:
+    """SQL that holds for a row of any of the names, over `database` and `table`, with its parameters."""
+    tests, args = [], {}
+    for i, (db, t) in enumerate(known_as):
+        tests.append(f"(database = :db_{i} AND `table` = :tb_{i})")
+        args[f"db_{i}"], args[f"tb_{i}"] = db, t
+    return f"({' OR '.join(tests)})", args
+
+
 def _key_columns(spark, source: str, database: str, table: str) -> list[str]:
     """The table's key columns, as its newest row change in silver names them."""
     rows = spark.sql(
@@ -214,20 +254,26 @@ def _key_columns(spark, source: str, database: str, table: str) -> list[str]:
 BronzeChange = tuple[str, int, int, bool, bytes | None, bytes | None]
 
 
-def _bronze_plan(spark, source: SourceSettings, database: str, table: str, erased_key: str) -> list[BronzeChange]:
-    """What bronze must lose: each message silver lists for the key, dropped or rewritten (nothing written yet)."""
+def _bronze_plan(
+    spark, source: SourceSettings, known_as: list[tuple[str, str]], erased_key: str, hashes: list[str]
+) -> list[BronzeChange]:
+    """What bronze must lose: each message silver lists for the key (or noted when the key came again after an
+    erasure), dropped or rewritten (nothing written yet)."""
     from pyspark.sql import functions as F
 
     coordinates = ["topic", "partition", "offset"]
+    named, name_args = _named(known_as)
     listed = (
-        spark.table(SILVER_ROW_CHANGES)
-        .where(
-            (F.col("source") == source.name)
-            & (F.col("database") == database)
-            & (F.col("table") == table)
-            & (F.col("row_key") == erased_key)
+        spark.sql(
+            f"""SELECT topic, `partition`, `offset` FROM {SILVER_ROW_CHANGES}
+                WHERE source = :source AND row_key = :row_key AND {named}""",
+            args={"source": source.name, "row_key": erased_key, **name_args},
         )
-        .select(*coordinates)
+        .unionByName(
+            spark.table(SILVER_ERASED_MESSAGES)
+            .where((F.col("source") == source.name) & F.col("key_hash").isin(hashes))
+            .select(*coordinates)
+        )
         .distinct()
     )
     messages = (
@@ -238,15 +284,13 @@ def _bronze_plan(spark, source: SourceSettings, database: str, table: str, erase
         .collect()
     )
     if source.protocol not in MULTI_ROW_PROTOCOLS:
-        _refuse_shared(spark, source.name, database, table, erased_key, listed)
+        _refuse_shared(spark, source.name, known_as, erased_key, listed)
         return [(m["topic"], m["partition"], m["offset"], True, None, None) for m in messages]
     decoder = make_decoder(source.protocol, decoder_options(source))
     plan: list[BronzeChange] = []
     for m in messages:
         where = f"{m['topic']}[{m['partition']}]@{m['offset']}"
-        rewritten = without_events(
-            source.protocol, decoder, m["key"], m["value"], _picker(database, table, erased_key, where)
-        )
+        rewritten = without_events(source.protocol, decoder, m["key"], m["value"], _picker(known_as, erased_key, where))
         if rewritten is None:
             plan.append((m["topic"], m["partition"], m["offset"], True, None, None))
         elif rewritten != (m["key"], m["value"]):
@@ -254,11 +298,13 @@ def _bronze_plan(spark, source: SourceSettings, database: str, table: str, erase
     return plan
 
 
-def _picker(database: str, table: str, erased_key: str, where: str):
-    """Whether an event is a change of the erased key (`without_events` drops it)."""
+def _picker(known_as: list[tuple[str, str]], erased_key: str, where: str):
+    """Whether an event is a change of the erased key of the table, under any name it had (`without_events` drops
+    it)."""
+    names_of = set(known_as)
 
     def picked(event: ChangeEvent) -> bool:
-        if event.kind != "row" or event.database != database or event.table != table:
+        if event.kind != "row" or (event.database, event.table) not in names_of:
             return False
         keys = {row_key(part.key_columns, part.before, part.after) for part in split_key_change(event)}
         if erased_key not in keys:
@@ -266,34 +312,31 @@ def _picker(database: str, table: str, erased_key: str, where: str):
         if len(keys) > 1:
             others = ", ".join(sorted(k for k in keys if k is not None and k != erased_key))
             raise ErasureRefused(
-                f"erase: the message at {where} changes the key of a row of {database}.{table} from or to the "
-                f"erased key and {others}; erasing it would lose the other key's row: erase both keys"
+                f"erase: the message at {where} changes the key of a row of {event.database}.{event.table} from or "
+                f"to the erased key and {others}; erasing it would lose the other key's row: erase both keys"
             )
         return True
 
     return picked
 
 
-def _refuse_shared(spark, source: str, database: str, table: str, erased_key: str, listed) -> None:
+def _refuse_shared(spark, source: str, known_as: list[tuple[str, str]], erased_key: str, listed) -> None:
     """A protocol of one row per message whose message silver lists with another key too (an update that changed
     the key, sent whole) cannot lose the erased key alone."""
-    from pyspark.sql import functions as F
-
-    coordinates = ["topic", "partition", "offset"]
-    other = (
-        spark.table(SILVER_ROW_CHANGES)
-        .where(F.col("source") == source)
-        .join(listed, coordinates, "left_semi")
-        .where((F.col("database") != database) | (F.col("table") != table) | (F.col("row_key") != erased_key))
-        .select(*coordinates, "row_key")
-        .limit(1)
-        .collect()
-    )
-    if other:
-        o = other[0]
+    named, name_args = _named(known_as)
+    with temp_view(listed, "erased_coordinates") as view:
+        found = spark.sql(
+            f"""SELECT topic, `partition`, `offset`, database, `table`, row_key FROM {SILVER_ROW_CHANGES} r
+                LEFT SEMI JOIN {view} l
+                ON r.topic = l.topic AND r.`partition` = l.`partition` AND r.`offset` = l.`offset`
+                WHERE r.source = :source AND (NOT {named} OR r.row_key <> :row_key) LIMIT 1""",
+            args={"source": source, "row_key": erased_key, **name_args},
+        ).collect()
+    if found:
+        o = found[0]
         raise ErasureRefused(
-            f"erase: the message at {o['topic']}[{o['partition']}]@{o['offset']} carries the erased key of "
-            f"{database}.{table} and {o['row_key']} too; erasing it would lose the other key's row: erase both keys"
+            f"erase: the message at {o['topic']}[{o['partition']}]@{o['offset']} carries the erased key and "
+            f"{o['row_key']} of {o['database']}.{o['table']} too; erasing it would lose the other row: erase both"
         )
 
 
@@ -304,7 +347,7 @@ def _record(
     database: str,
     table: str,
     key_columns: list[str],
-    erased_key: str,
+    hashes: list[str],
     requested_by: str,
     requested_at: dt.datetime,
 ) -> None:
@@ -314,7 +357,7 @@ def _record(
         database,
         table,
         key_columns,
-        key_hash(database, table, erased_key),
+        hashes,
         (int(requested_at.timestamp() * 1000) << 18) | 0x3FFFF,  # every commit up to the request's millisecond
         requested_by,
         requested_at.replace(tzinfo=None),

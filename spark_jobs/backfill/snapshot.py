@@ -78,6 +78,7 @@ def load_snapshot(
 
     from spark_jobs.silver import merges
     from spark_jobs.silver.build import apply_table_rules, next_silver_seq, record_run
+    from spark_jobs.silver.erased import mark_erased
 
     source = config.source(source_name)
     started = time.monotonic()
@@ -122,6 +123,7 @@ def load_snapshot(
     merges.merge_snapshot_schemas(spark, source.name, source.protocol, export.snapshot_ts, statements, source.tables)
     if parsed is not None:
         rows = apply_table_rules(spark, parsed, source.tables).withColumn("source", F.lit(source.name))
+        rows = mark_erased(spark, rows, source.name)  # an erased key stays out, though the export holds it
         merges.merge_row_changes(spark, source.name, rows, seq)
         parsed.unpersist()
     record_run(

@@ -21,6 +21,7 @@ SILVER_PENDING = "silver.pending"
 SILVER_RUNS = "silver.runs"
 SILVER_SNAPSHOT_LOADS = "silver.snapshot_loads"
 SILVER_ERASURES = "silver.erasures"
+SILVER_ERASED_MESSAGES = "silver.erased_messages"
 
 GOLD_PUBLICATIONS = "gold.publications"
 GOLD_TABLES = "gold.tables"
@@ -156,14 +157,22 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
             SILVER_PROPERTIES,
         ),
         # One row per erasure (`ticdc-lake erase`): who asked, what (the table, its key columns and a SHA-256 of the
-        # key: silver keeps the key's changes committed up to `through_ts`, the request's TiDB time, out for good), when, and
+        # key under each name the table had: silver keeps the key's changes committed up to `through_ts`, the request's TiDB time, out for good), when, and
         # what it removed. Never a value.
         TableDefinition(
             SILVER_ERASURES,
             """source STRING NOT NULL, erasure_id STRING NOT NULL, database STRING NOT NULL, `table` STRING NOT NULL,
-            key_columns ARRAY<STRING> NOT NULL, key_hash STRING NOT NULL, through_ts BIGINT NOT NULL,
+            key_columns ARRAY<STRING> NOT NULL, key_hashes ARRAY<STRING> NOT NULL, through_ts BIGINT NOT NULL,
             requested_by STRING NOT NULL, requested_at TIMESTAMP NOT NULL, finished_at TIMESTAMP, bronze_dropped BIGINT, bronze_rewritten BIGINT,
             silver_rows BIGINT, gold_rows BIGINT, history_rows BIGINT, daily_rows BIGINT, files_deleted BIGINT""",
+            ("source",),
+            SILVER_PROPERTIES,
+        ),
+        # Where a change of an erased key came again after its erasure (TiCDC sent it again): silver kept it out,
+        # bronze holds its message until the key is erased again, which finds the message here.
+        TableDefinition(
+            SILVER_ERASED_MESSAGES,
+            f"{COORDINATES}, key_hash STRING NOT NULL, seen_at TIMESTAMP NOT NULL",
             ("source",),
             SILVER_PROPERTIES,
         ),

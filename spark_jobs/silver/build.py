@@ -38,7 +38,7 @@ from spark_jobs.runtime.tables import (
 )
 from spark_jobs.silver import merges
 from spark_jobs.silver.decode import Primer
-from spark_jobs.silver.erased import mark_erased
+from spark_jobs.silver.erased import ERASED, mark_erased, record_erased_messages
 
 # What a Dumpling snapshot load wrote into a silver table (spark_jobs.backfill.snapshot): kept by a rebuild.
 _FROM_SNAPSHOTS = {
@@ -240,6 +240,8 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
         merges.merge_row_changes(spark, source.name, decoded, silver_seq, lowest)
     if counts.get("watermark"):
         merges.merge_watermarks(spark, decoded)
+    if counts.get(ERASED):
+        record_erased_messages(spark, decoded, source.name, counts[ERASED])
     if counts.get("quarantine") or counts.get("waiting") or replaying:
         merges.merge_quarantine(spark, source, bronze, decoded, replaying)
     if not replaying and (counts.get("waiting") or _has_pending(spark, source.name)):

@@ -1,17 +1,22 @@
 """Keys erased from a source (`ticdc-lake erase`, `spark_jobs.erasure`) stay out of silver for good.
 
-`silver.erasures` keeps, per erasure, a SHA-256 of the table and the key (`key_hash`), never a value, and the TiDB
-time of the request (`through_ts`). Every decode (an incremental run, a rebuild of silver from bronze, a quarantine
-replay) marks a row change whose table and key hash to a recorded erasure, committed at or before its
+`silver.erasures` keeps, per erasure, a SHA-256 of the table and the key under each name the table had
+(`key_hashes`), never a value, and the TiDB time of the request (`through_ts`). Every decode (an incremental run, a
+rebuild of silver from bronze, a quarantine replay, a Dumpling snapshot load) marks a row change whose table and key hash to a recorded erasure, committed at or before its
 `through_ts`, as kind `erased`, which no merge takes: the same message sent again by TiCDC, or a Kafka topic read
 again from the start, cannot bring the key back. A change committed after the request is new data and goes in.
+Where such a change came again, its message's coordinates go to `silver.erased_messages` (bronze holds what Kafka
+sent), so that erasing the key again removes the message from bronze too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 
-from spark_jobs.runtime.tables import SILVER_ERASURES
+from spark_jobs.runtime.tables import SILVER_ERASED_MESSAGES, SILVER_ERASURES
+
+log = logging.getLogger(__name__)
 
 ERASED = "erased"  # the decoded kind of a row change of an erased key
 _SEPARATOR = "\x00"  # in no database or table name, nor in a key's JSON text
@@ -29,6 +34,7 @@ def erased_through(spark, source: str) -> dict[str, int]:
     rows = (
         spark.table(SILVER_ERASURES)
         .where(F.col("source") == source)
+        .select(F.explode("key_hashes").alias("key_hash"), "through_ts")
         .groupBy("key_hash")
         .agg(F.max("through_ts").alias("through_ts"))
         .collect()
@@ -44,7 +50,33 @@ def mark_erased(spark, decoded, source: str):
     through = erased_through(spark, source)
     if not through:
         return decoded
-    hashed = F.sha2(F.concat_ws(_SEPARATOR, "database", "table", "row_key"), 256)
+    hashed = hashed_key()
     limits = F.create_map(*[F.lit(value) for item in through.items() for value in item])
     erased = (F.col("kind") == "row") & (F.col("commit_ts") <= F.try_element_at(limits, hashed))
     return decoded.withColumn("kind", F.when(erased, F.lit(ERASED)).otherwise(F.col("kind")))
+
+
+def hashed_key():
+    """`key_hash` of a decoded row change, computed by Spark."""
+    from pyspark.sql import functions as F
+
+    return F.sha2(F.concat_ws(_SEPARATOR, "database", "table", "row_key"), 256)
+
+
+def record_erased_messages(spark, decoded, source: str, changes: int) -> None:
+    """Note where changes of erased keys came again (their messages stay in bronze until the key is erased again)."""
+    from pyspark.sql import functions as F
+
+    seen = (
+        decoded.where(F.col("kind") == ERASED)
+        .select(F.lit(source).alias("source"), "topic", "partition", "offset", hashed_key().alias("key_hash"))
+        .distinct()
+        .withColumn("seen_at", F.current_timestamp())
+    )
+    seen.writeTo(SILVER_ERASED_MESSAGES).append()
+    log.warning(
+        "source %s: %d changes of erased keys came again; silver kept them out, bronze holds their messages until "
+        "`ticdc-lake erase` is run again for the key",
+        source,
+        changes,
+    )

@@ -1,14 +1,15 @@
 """Erasure on the real broker, Spark, Iceberg, dbt and Airflow (README, "Erasing a key"): an Open Protocol source
-batches ten rows of one commit into one Kafka message; after the `ticdc_erase` DAG erases one of them, no file
+batches ten rows of one commit into one Kafka message, and the table is renamed after the key's changes; after the `ticdc_erase` DAG erases one of them, no file
 under the warehouse holds the key's values (every Parquet cell, every Avro record, every other file's bytes),
 silver, gold, history and the daily table hold every other row as before, the batch that carried the key was
 rewritten without it, the erasure is recorded without a value, and neither a rebuild of silver from bronze nor
-TiCDC sending the same messages again brings it back, while a change of the key committed after the erasure does
-come in.
+TiCDC sending the same messages again brings it back (erasing again, from the command line, removes the messages
+sent again from bronze), while a change of the key committed after the erasure does come in.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import time
@@ -19,12 +20,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs import steps
+from spark_jobs import cli, steps
 from spark_jobs.backfill.daily import write_day
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.runtime.sql import quote_ident
-from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ERASURES, SILVER_ROW_CHANGES
+from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ERASED_MESSAGES, SILVER_ERASURES, SILVER_ROW_CHANGES
 from spark_jobs.silver.erased import key_hash
 from tests.e2e.streams import land_and_decode, send
 from tests.e2e.test_rebuild import trigger
@@ -42,17 +43,18 @@ PEOPLE = Table(
     ("id",),
     900,
 )
+PERSONS = dataclasses.replace(PEOPLE, name="persons")  # its name after a RENAME TABLE
 SECRETS = ("erase-me-7f3a@example.test", "erase-me-too-9c1d@example.test")  # key 7's emails, in no other row
 DAY = dt.date(2025, 11, 23)  # the day of tso(0)
 
 
-def _people(ms: int, changes: list[tuple]) -> list[RowChange]:
+def _people(ms: int, changes: list[tuple], table: Table = PERSONS) -> list[RowChange]:
     """One commit of (op, id, email before, email after) changes."""
     return [
         RowChange(
             tso(ms),
             op,
-            PEOPLE,
+            table,
             before={"id": key, "email": old, "note": "n"} if old is not None else None,
             after={"id": key, "email": new, "note": "n"} if new is not None else None,
         )
@@ -64,10 +66,11 @@ def _stream() -> list:
     emails = {k: (SECRETS[0] if k == 7 else f"person{k}@example.test") for k in range(1, 11)}
     return [
         Ddl(tso(10), "er", "people", create_table_sql(PEOPLE), "create_table", table_after=PEOPLE),
-        *_people(20, [("insert", k, None, email) for k, email in emails.items()]),  # one batch of ten rows
+        *_people(20, [("insert", k, None, email) for k, email in emails.items()], PEOPLE),  # one batch of ten rows
         Watermark(tso(25)),  # a resolved event ends a batch
-        *_people(30, [("update", 7, SECRETS[0], SECRETS[1])]),  # a message of the key alone
+        *_people(30, [("update", 7, SECRETS[0], SECRETS[1])], PEOPLE),  # a message of the key alone
         Watermark(tso(35)),
+        Ddl(tso(36), "er", "persons", "RENAME TABLE er.people TO er.persons", "rename_table", PERSONS, PEOPLE),
         *_people(40, [("update", 3, emails[3], "three@example.test")]),
         Watermark(tso(50_000_000)),  # the next day: DAY is complete
     ]
@@ -87,7 +90,7 @@ def _rows(spark, relation: str) -> dict[str, set]:
 
 def _layers(spark) -> dict[str, dict[str, set]]:
     gold = names.gold_namespace(SOURCE)
-    table = names.gold_table("er", "people")
+    table = names.gold_table("er", "persons")
     silver = spark.sql(
         f"SELECT row_key, after['email'] AS email, op FROM {SILVER_ROW_CHANGES} WHERE source = :source",
         args={"source": SOURCE},
@@ -95,7 +98,7 @@ def _layers(spark) -> dict[str, dict[str, set]]:
     return {
         "gold": _rows(spark, _relation(gold, table)),
         "history": _rows(spark, _relation(gold, table + names.HISTORY_SUFFIX)),
-        "daily": _rows(spark, _relation(*names.daily_table(SOURCE, "er", "people"))),
+        "daily": _rows(spark, _relation(*names.daily_table(SOURCE, "er", "persons"))),
         "silver": {
             k: {(r["email"], r["op"]) for r in silver if r["row_key"] == k} for k in {r["row_key"] for r in silver}
         },
@@ -182,7 +185,7 @@ def test_an_erased_key_is_gone_from_every_layer_and_every_file_and_stays_gone(
 
     trigger(
         "ticdc_erase",
-        {"source": SOURCE, "table": "er.people", "key": '{"id": 7}', "requested_by": "dpo@example.test"},
+        {"source": SOURCE, "table": "er.persons", "key": '{"id": 7}', "requested_by": "dpo@example.test"},
     )
 
     after = _layers(spark)
@@ -197,11 +200,12 @@ def test_an_erased_key_is_gone_from_every_layer_and_every_file_and_stays_gone(
     r = record[0].asDict()
     assert (r["database"], r["table"], r["key_columns"], r["requested_by"]) == (
         "er",
-        "people",
+        "persons",
         ["id"],
         "dpo@example.test",
     )
-    assert r["key_hash"] == key_hash("er", "people", erased_key) and r["finished_at"] is not None
+    assert sorted(r["key_hashes"]) == sorted(key_hash("er", name, erased_key) for name in ("people", "persons"))
+    assert r["finished_at"] is not None
     assert (
         r["bronze_dropped"],
         r["bronze_rewritten"],
@@ -225,6 +229,14 @@ def test_an_erased_key_is_gone_from_every_layer_and_every_file_and_stays_gone(
     land_and_decode(spark, config, SOURCE)
     build_gold(spark, config, SOURCE)
     assert _layers(spark) == after, "the key's changes sent again came back"
+    held = files_holding(warehouse, SECRETS)
+    assert held and all(path.startswith("bronze.db/kafka_messages/") for path in held), held
+    # erased again (from the command line): silver noted where the key came again, so its messages go too
+    assert cli.main(["erase", "--source", SOURCE, "--table", "er.persons", "--key", '{"id": 7}', "--by", "dpo"]) == 0
+    assert files_holding(warehouse, SECRETS) == [], "the messages sent again after the erasure are still stored"
+    assert _layers(spark) == after
+    assert spark.table(SILVER_ERASURES).where(f"source = '{SOURCE}'").count() == 2
+    assert not spark.table(SILVER_ERASED_MESSAGES).where(f"source = '{SOURCE}'").count()
 
     # a change of the key committed after the erasure is new data
     now = int(time.time() * 1000) - 1_763_900_000_000 + 60_000

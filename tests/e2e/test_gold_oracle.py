@@ -540,7 +540,8 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
 
 
 def erase_random_key(spark, config, source: str, workload, ts: int, rules, rng) -> dict[tuple[str, str], tuple]:
-    """Erase a random row's key of a random keyed gold table (not one that an update sent whole moved: its
+    """Erase a random row's key of a random keyed gold table, one renamed upstream where there is one (its
+    earlier changes are in silver under its earlier name), but not a row that an update sent whole moved (its
     erasure is refused, tests/unit/test_erasure.py); returns {(database, table): the key's values}. The key's
     history goes too."""
     from spark_jobs import erasure
@@ -565,7 +566,8 @@ def erase_random_key(spark, config, source: str, workload, ts: int, rules, rng) 
                 if (db, t, r["_row_key"]) not in moved
             ]
     assert candidates, "no row to erase"
-    db, t, table, columns, row = rng.choice(candidates)
+    renamed = {(e.database, e.table) for e in workload.events if isinstance(e, Ddl) and e.ddl_type == "rename_table"}
+    db, t, table, columns, row = rng.choice([c for c in candidates if c[:2] in renamed] or candidates)
     key_columns = spark.sql(
         f"""SELECT key_columns FROM {SILVER_ROW_CHANGES} WHERE source = :s AND database = :d AND `table` = :t
             AND row_key = :k LIMIT 1""",

@@ -31,7 +31,7 @@ def _rows(protocol: str, key: bytes | None, value: bytes | None) -> list[tuple]:
 
 def _erase(protocol: str, key, value, erased: str = '["2"]', table: str = "t"):
     decoder = make_decoder(protocol, EXTENSION_OPTIONS[protocol])
-    return without_events(protocol, decoder, key, value, _picker("er", table, erased, "topic[0]@5"))
+    return without_events(protocol, decoder, key, value, _picker([("er", table)], erased, "topic[0]@5"))
 
 
 def test_an_open_batch_loses_the_erased_row_alone_and_keeps_the_other_rows_bytes():
