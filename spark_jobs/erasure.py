@@ -62,6 +62,7 @@ from spark_jobs.runtime.sql import quote_ident, temp_view
 from spark_jobs.runtime.tables import (
     BRONZE_COMMITS,
     BRONZE_MESSAGES,
+    GOLD_RECONCILIATIONS,
     SILVER_DDL_EVENTS,
     SILVER_ERASED_MESSAGES,
     SILVER_ERASURES,
@@ -167,6 +168,8 @@ def erase(
     )
     if silver_rows:
         touched.append(SILVER_ROW_CHANGES)
+    if _forget_in_reconciliations(spark, source.name, known_as, key):
+        touched.append(GOLD_RECONCILIATIONS)
     state = [t for t in read_state(spark, source.name) if (t.upstream_database, t.upstream_table) == (database, table)]
     own: list[str] = []  # the source's own tables the key was deleted from
     counts = {"gold": 0, "history": 0, "daily": 0}
@@ -226,13 +229,56 @@ def _names(spark, source: str, database: str, table: str) -> list[tuple[str, str
     return sorted(known)
 
 
-def _named(known_as: list[tuple[str, str]]) -> tuple[str, dict[str, str]]:
-    """SQL that holds for a row of any of the names, over `database` and `table`, with its parameters."""
+def _named(
+    known_as: list[tuple[str, str]], database: str = "database", table: str = "`table`"
+) -> tuple[str, dict[str, str]]:
+    """SQL that holds for a row of any of the names, over the columns `database` and `table` (names of ours), with
+    its parameters."""
     tests, args = [], {}
     for i, (db, t) in enumerate(known_as):
-        tests.append(f"(database = :db_{i} AND `table` = :tb_{i})")
+        tests.append(f"({database} = :db_{i} AND {table} = :tb_{i})")
         args[f"db_{i}"], args[f"tb_{i}"] = db, t
     return f"({' OR '.join(tests)})", args
+
+
+def _forget_in_reconciliations(spark, source: str, known_as: list[tuple[str, str]], key: dict[str, str]) -> int:
+    """Take the key out of the keys earlier reconciliations of the table list as differing (`diff_keys`: a kind and
+    the key's columns as JSON); returns how many reconciliations listed it."""
+    named, name_args = _named(known_as, "upstream_database", "upstream_table")
+    rows = spark.sql(
+        f"""SELECT reconciliation_id, upstream_database, upstream_table, diff_keys FROM {GOLD_RECONCILIATIONS}
+            WHERE source = :source AND size(diff_keys) > 0 AND {named}""",
+        args={"source": source, **name_args},
+    ).collect()
+    changed = []
+    for r in rows:
+        kept = [entry for entry in r["diff_keys"] if not _lists_key(entry, key)]
+        if len(kept) < len(r["diff_keys"]):
+            changed.append((r["reconciliation_id"], r["upstream_database"], r["upstream_table"], kept))
+    if changed:
+        frame = spark.createDataFrame(
+            changed,
+            "reconciliation_id string, upstream_database string, upstream_table string, diff_keys array<string>",
+        )
+        with temp_view(frame, "reconciled_keys") as view:
+            spark.sql(
+                f"""MERGE INTO {GOLD_RECONCILIATIONS} t USING {view} s
+                    ON t.source = :source AND t.reconciliation_id = s.reconciliation_id
+                    AND t.upstream_database = s.upstream_database AND t.upstream_table = s.upstream_table
+                    WHEN MATCHED THEN UPDATE SET t.diff_keys = s.diff_keys""",
+                args={"source": source},
+            )
+    return len(changed)
+
+
+def _lists_key(entry: str, key: dict[str, str]) -> bool:
+    """Whether a `diff_keys` entry (`<kind> {"id":7}`) is of the key."""
+    _, _, text = entry.partition(" ")
+    try:
+        listed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return type(listed) is dict and {c: str(v) for c, v in listed.items()} == key
 
 
 def _key_columns(spark, source: str, database: str, table: str) -> list[str]:

@@ -25,12 +25,20 @@ from spark_jobs.backfill.daily import write_day
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.runtime.sql import quote_ident
-from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ERASED_MESSAGES, SILVER_ERASURES, SILVER_ROW_CHANGES
+from spark_jobs.runtime.tables import (
+    BRONZE_MESSAGES,
+    GOLD_RECONCILIATIONS,
+    SILVER_ERASED_MESSAGES,
+    SILVER_ERASURES,
+    SILVER_ROW_CHANGES,
+)
 from spark_jobs.silver.erased import key_hash
 from tests.e2e.streams import land_and_decode, send
 from tests.e2e.test_rebuild import trigger
 from tests.e2e.test_silver import tso
+from ticdc_devkit.dumpling_export import write_export
 from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.oracle import upstream_state
 from ticdc_devkit.simulator.workload import create_table_sql
 
 pytestmark = pytest.mark.e2e
@@ -46,6 +54,7 @@ PEOPLE = Table(
 PERSONS = dataclasses.replace(PEOPLE, name="persons")  # its name after a RENAME TABLE
 SECRETS = ("erase-me-7f3a@example.test", "erase-me-too-9c1d@example.test")  # key 7's emails, in no other row
 DAY = dt.date(2025, 11, 23)  # the day of tso(0)
+CONSISTENT = tso(50_000_000)  # the stream's last watermark, on the next day
 
 
 def _people(ms: int, changes: list[tuple], table: Table = PERSONS) -> list[RowChange]:
@@ -72,7 +81,7 @@ def _stream() -> list:
         Watermark(tso(35)),
         Ddl(tso(36), "er", "persons", "RENAME TABLE er.people TO er.persons", "rename_table", PERSONS, PEOPLE),
         *_people(40, [("update", 3, emails[3], "three@example.test")]),
-        Watermark(tso(50_000_000)),  # the next day: DAY is complete
+        Watermark(CONSISTENT),  # the next day: DAY is complete
     ]
 
 
@@ -103,6 +112,13 @@ def _layers(spark) -> dict[str, dict[str, set]]:
             k: {(r["email"], r["op"]) for r in silver if r["row_key"] == k} for k in {r["row_key"] for r in silver}
         },
     }
+
+
+def _diff_keys(spark) -> list[str]:
+    rows = spark.sql(
+        f"SELECT diff_keys FROM {GOLD_RECONCILIATIONS} WHERE source = :source", args={"source": SOURCE}
+    ).collect()
+    return [key for r in rows for key in r["diff_keys"] or []]
 
 
 def _warehouse(spark) -> Path:
@@ -174,6 +190,14 @@ def test_an_erased_key_is_gone_from_every_layer_and_every_file_and_stays_gone(
     land_and_decode(spark, config, SOURCE)
     build_gold(spark, config, SOURCE)
     assert write_day(spark, SOURCE, DAY).rows, "the daily table was not written"
+    # a reconciliation against an export where the key's row differs lists the key among the differing ones
+    rows = upstream_state(_stream(), as_of=CONSISTENT)
+    for values in rows[("er", "persons")].values():
+        if values["id"] == "7":
+            values["email"] = "changed@example.test"
+    export = write_export(tmp_path / "export", CONSISTENT, {("er", "persons"): PERSONS}, rows)
+    steps.reconcile(SOURCE, str(export), config, diff=True, fail_on_mismatch=False)
+    assert _diff_keys(spark) == ['changed {"id":7}']
     before = _layers(spark)
     erased_key = json.dumps(["7"])
     assert before["gold"][erased_key] == {(SECRETS[1], "n")} and len(before["gold"]) == 10
@@ -189,6 +213,7 @@ def test_an_erased_key_is_gone_from_every_layer_and_every_file_and_stays_gone(
     )
 
     after = _layers(spark)
+    assert _diff_keys(spark) == [], "the reconciliation still lists the erased key"
     for layer, rows in after.items():
         assert rows == {k: v for k, v in before[layer].items() if k != erased_key}, f"{layer} after the erasure"
     assert files_holding(warehouse, SECRETS) == [], "files under the warehouse still hold the erased values"
