@@ -2,8 +2,9 @@
 kit (devkit/), the tests or the benchmarks, and installed into a new venv with nothing else, `ticdc-lake` runs
 (`--help`, `config`) while the kit and its dependencies are absent.
 
-The venv is filled from uv's cache (`make venv` filled it from requirements.lock), offline and hard-linked: a
-few seconds, not a download."""
+The venv is filled from uv's cache (`make venv` filled it from requirements.lock), hard-linked: a few seconds, not a
+download. Not offline: `uv pip sync` caches the wheels but not the metadata a resolution reads, which a new
+machine's cache lacks (uv fetches a wheel's metadata then)."""
 
 from __future__ import annotations
 
@@ -37,9 +38,7 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     checked(UV, "venv", "--quiet", "--python", sys.executable, work / "venv")
     python = work / "venv" / "bin" / "python"
     lock = ROOT / "requirements.lock"
-    checked(
-        UV, "pip", "install", "--quiet", "--offline", "--link-mode", "hardlink", "--python", python, "-c", lock, wheel
-    )
+    checked(UV, "pip", "install", "--quiet", "--link-mode", "hardlink", "--python", python, "-c", lock, wheel)
     return wheel, work / "venv"
 
 
