@@ -159,19 +159,19 @@ def erase(
             f" AND key_hash IN ({', '.join(':' + name for name in markers)})",
             args={"source": source.name, **markers},
         )
-        # silver's next run reads bronze from the erasure's commit: every snapshot before it expires below
-        record_run(spark, config, source.name, "incremental", main_snapshot(spark), {}, started)
-        touched.append(BRONZE_MESSAGES)
+    # silver's next run reads bronze from here on: every snapshot before it expires below. Bronze and silver are
+    # expired even when this run found nothing left to delete: an erasure cut short before its expiry left the
+    # key in their older snapshots, and running it again finishes the job.
+    record_run(spark, config, source.name, "incremental", main_snapshot(spark), {}, started)
+    touched.extend([BRONZE_MESSAGES, SILVER_ROW_CHANGES])
     named, name_args = _named(known_as)
     silver_rows = _delete(
         spark, SILVER_ROW_CHANGES, f"source = :source AND row_key = :row_key AND {named}", where | name_args
     )
-    if silver_rows:
-        touched.append(SILVER_ROW_CHANGES)
     if _forget_in_reconciliations(spark, source.name, known_as, key):
         touched.append(GOLD_RECONCILIATIONS)
     state = [t for t in read_state(spark, source.name) if (t.upstream_database, t.upstream_table) == (database, table)]
-    own: list[str] = []  # the source's own tables the key was deleted from
+    own: list[str] = []  # the source's own tables of the erased one
     counts = {"gold": 0, "history": 0, "daily": 0}
     daily = [".".join(quote_ident(part) for part in names.daily_table(source.name, db, t)) for db, t in known_as]
     for kind, relation in [
@@ -184,8 +184,8 @@ def erase(
         counts[kind] += deleted
         if deleted:
             _rewrite_files_holding(spark, relation, erased_key)
-            own.append(relation)
-    if state and (counts["gold"] or counts["history"]):
+        own.append(relation)
+    if state:  # pinned to the snapshots the expiry below keeps
         _publish_again(spark, config, source.name, state)
     expired, files = _expire(spark, config, touched, own)
     files += _delete_left(spark, BRONZE_MESSAGES, replaced)
