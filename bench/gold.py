@@ -1,6 +1,6 @@
 """Gold's cost against the size of a table and against the number of tables.
 
-    python bench/gold.py [--sizes 1000000,10000000] [--delta 10000] [--runs 2]
+    python bench/gold.py [--sizes 1000000,10000000] [--delta 10000] [--runs 2] [--variants hard,soft,partitioned]
     python bench/gold.py --tables 60,1000 [--touched-percent 1] [--rows 3] [--runs 2]
 
 Each case runs in its own subprocess (one JVM and one embedded Derby metastore each, under
@@ -23,6 +23,12 @@ Size mode (`--sizes`): does a run cost what changed, or what the table holds? On
 The delta is the same number of changes at every size (by default 1% of the 1M table) so that the 10M/1M
 ratio of incremental seconds says whether a run's cost follows the delta or the table: the goal is
 10M/1M <= 1.5.
+
+`--variants` runs the same cases per gold setting of the table (`VARIANTS`; each in its own subprocess and
+lakehouse): `hard` (the default deletes, unpartitioned), `soft` (soft deletes: the merge reads each deleted row's
+last values), `partitioned` (`bucket(8, customer_id)`, sorted by `id`: the merge writes into 8 partitions, its
+deletes spread over all of them). Each variant's incremental run is reported against `hard`'s, the floor
+measured in the same run.
 
 Tables mode (`--tables`): does a run cost the tables it touches, or every table of the source? N upstream
 tables `many.t<i>` (`id` int key, `n` int), each created by a DDL event and given `--rows` inserts, with a
@@ -190,7 +196,27 @@ def delta_plan(size: int, delta: int, run: int) -> str:
 # ---- one size, in its own process ---------------------------------------------------------------------------
 
 
-def bench_config(lake_dir: Path, source_name: str = SOURCE, topic: str = TOPIC, options: dict | None = None):
+# the gold settings of the table per variant (`--variants`): GoldSettings' keyword arguments
+VARIANTS: dict[str, dict] = {
+    "hard": {},
+    "soft": {"deletes": "soft"},
+    "partitioned": {
+        "layouts": {f"{DATABASE}.{TABLE}": {"partition_by": ["bucket(8, customer_id)"], "sort_by": ["id"]}}
+    },
+}
+
+
+def gold_settings(variant: str):
+    from spark_jobs.config import GoldSettings, TableLayout
+
+    settings = dict(VARIANTS[variant])
+    settings["layouts"] = {glob: TableLayout(**layout) for glob, layout in settings.get("layouts", {}).items()}
+    return GoldSettings(**settings)
+
+
+def bench_config(
+    lake_dir: Path, source_name: str = SOURCE, topic: str = TOPIC, options: dict | None = None, variant: str = "hard"
+):
     from spark_jobs.config import KafkaSettings, SourceSettings
 
     source = SourceSettings(
@@ -199,6 +225,7 @@ def bench_config(lake_dir: Path, source_name: str = SOURCE, topic: str = TOPIC, 
         kafka=KafkaSettings(bootstrap_servers="127.0.0.1:1"),
         topics=[topic],
         options=options or {},
+        gold=gold_settings(variant),
     )
     return bench_pipeline([source], lake_dir, "bench-gold", "6g", shuffle_partitions=8)
 
@@ -252,15 +279,15 @@ def history_growth(spark, relation: str, versions_before: int, since_ms: int) ->
     return added
 
 
-def one_size(size: int, delta: int, runs: int) -> dict:
+def one_size(size: int, delta: int, runs: int, variant: str = "hard") -> dict:
     from spark_jobs.gold import names
     from spark_jobs.runtime.spark_session import get_spark
 
-    lake_dir = BENCH_DIR / str(size)
+    lake_dir = BENCH_DIR / (str(size) if variant == "hard" else f"{size}-{variant}")
     fresh_lake(lake_dir)
-    config = bench_config(lake_dir)
-    spark = get_spark(config, app_name=f"bench-gold-{size}")
-    out: dict = {"size": size, "delta": delta}
+    config = bench_config(lake_dir, variant=variant)
+    spark = get_spark(config, app_name=f"bench-gold-{size}-{variant}")
+    out: dict = {"size": size, "delta": delta, "variant": variant}
     try:
         from spark_jobs.runtime.tables import ensure_tables
 
@@ -422,10 +449,10 @@ def one_tables(count: int, percent: float, rows: int, runs: int) -> dict:
 # ---- the parent: one subprocess per size, then the table -----------------------------------------------------
 
 
-def run_size(size: int, delta: int, runs: int) -> dict | None:
+def run_size(size: int, delta: int, runs: int, variant: str = "hard") -> dict | None:
     script = str(Path(__file__).resolve())
     cmd = [sys.executable, script, "--one", str(size), "--delta", str(delta), "--runs", str(runs)]
-    return run_child(cmd, RESULT_PREFIX, f"{size:,} rows")
+    return run_child([*cmd, "--variant", variant], RESULT_PREFIX, f"{size:,} rows ({variant})")
 
 
 def report(results: list[dict]) -> None:
@@ -433,7 +460,7 @@ def report(results: list[dict]) -> None:
     print("seconds of build_gold (dbt staging + intermediate, gold + history models, dbt tests, publication);")
     print("incremental: best of the runs; Spark local[2] on a shared 2-core machine (noisy).")
     header = (
-        f"{'rows':>11} {'delta':>7} {'initial s':>10} {'incremental s':>14} {'rebuild s':>10} "
+        f"{'rows':>11} {'variant':>12} {'delta':>7} {'initial s':>10} {'incremental s':>14} {'rebuild s':>10} "
         f"{'incr/rebuild':>13} {'history +versions/run':>22} {'+records written':>17} {'+MB':>6}"
     )
     print(header)
@@ -445,7 +472,8 @@ def report(results: list[dict]) -> None:
         records = sum(s["history"]["records"] for s in r["incremental"]) / runs
         mb = sum(s["history"]["bytes"] for s in r["incremental"]) / runs / 1e6
         print(
-            f"{r['size']:>11,} {r['delta']:>7,} {r['initial']['seconds']:>10.1f} {best['seconds']:>14.1f} "
+            f"{r['size']:>11,} {r['variant']:>12} {r['delta']:>7,} {r['initial']['seconds']:>10.1f} "
+            f"{best['seconds']:>14.1f} "
             f"{r['rebuild']['seconds']:>10.1f} {best['seconds'] / r['rebuild']['seconds']:>13.2f} "
             f"{versions:>22,.0f} {records:>17,.0f} {mb:>6.2f}"
         )
@@ -455,11 +483,18 @@ def report(results: list[dict]) -> None:
         best = min(r["incremental"], key=lambda s: s["seconds"])
         steps = ", ".join(f"dbt {k} {v:.1f}" for k, v in best["steps"].items())
         print(
-            f"  {r['size']:>11,}: {steps}; counts and publication {best['seconds'] - sum(best['steps'].values()):.1f}"
+            f"  {r['size']:>11,} {r['variant']}: {steps}; "
+            f"counts and publication {best['seconds'] - sum(best['steps'].values()):.1f}"
         )
-    if len(results) >= 2:
-        small, large = results[0], results[-1]
-        ratio = min(s["seconds"] for s in large["incremental"]) / min(s["seconds"] for s in small["incremental"])
+    for variant, hard, r in variant_pairs(results):
+        print(
+            f"  {variant} against hard at {r['size']:,} rows: incremental {incremental_s(r):.1f} s against "
+            f"{incremental_s(hard):.1f} s = {incremental_s(hard) / incremental_s(r):.2f} of the floor"
+        )
+    hards = [r for r in results if r["variant"] == "hard"]
+    if len(hards) >= 2:
+        small, large = hards[0], hards[-1]
+        ratio = incremental_s(large) / incremental_s(small)
         print()
         print(
             f"goal: incremental {large['size']:,} / {small['size']:,} <= 1.5: {ratio:.2f} "
@@ -480,8 +515,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tables", help="many-tables mode: numbers of tables, comma-separated (e.g. 60,1000)")
     parser.add_argument("--touched-percent", type=float, default=1.0, help="tables touched per run (default 1%%)")
     parser.add_argument("--rows", type=int, default=3, help="rows per table in many-tables mode (default 3)")
+    parser.add_argument(
+        "--variants", default="hard", help=f"size mode: gold settings of the table, of {', '.join(VARIANTS)}"
+    )
     parser.add_argument("--json", help="write the summary rows for `make bench` here")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size, print a JSON line
+    parser.add_argument("--variant", default="hard", choices=list(VARIANTS), help=argparse.SUPPRESS)  # with --one
     parser.add_argument("--one-tables", type=int, help=argparse.SUPPRESS)  # internal: one number of tables
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -489,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `finally` clean-ups
     if args.one:
-        print(RESULT_PREFIX + json.dumps(one_size(args.one, args.delta, args.runs)), flush=True)
+        print(RESULT_PREFIX + json.dumps(one_size(args.one, args.delta, args.runs, args.variant)), flush=True)
         return 0
     if args.one_tables:
         result = one_tables(args.one_tables, args.touched_percent, args.rows, args.runs)
@@ -498,34 +537,62 @@ def main(argv: list[str] | None = None) -> int:
     if args.tables:
         return main_tables(args)
     sizes = sorted(int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip())
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"--variants: no variant {', '.join(unknown)}; of {', '.join(VARIANTS)}")
     results, failed = [], []
     for size in sizes:
-        r = run_size(size, args.delta, args.runs)
-        (results if r is not None else failed).append(r if r is not None else size)
+        for variant in variants:
+            r = run_size(size, args.delta, args.runs, variant)
+            (results if r is not None else failed).append(r if r is not None else size)
     if results:
         report(results)
         write_summary(args.json, summary(results))
     return 1 if failed else 0
 
 
+def incremental_s(result: dict) -> float:
+    """The best incremental run's seconds."""
+    return min(s["seconds"] for s in result["incremental"])
+
+
+def variant_pairs(results: list[dict]) -> list[tuple[str, dict, dict]]:
+    """(variant, the hard result of its size, its result) for each variant other than hard measured beside it."""
+    hard = {r["size"]: r for r in results if r["variant"] == "hard"}
+    return [(r["variant"], hard[r["size"]], r) for r in results if r["variant"] != "hard" and r["size"] in hard]
+
+
 def summary(results: list[dict]) -> list[dict]:
-    """`make bench`'s lines: each size's incremental run against its rebuild, and the largest against the smallest."""
+    """`make bench`'s lines: each size's incremental run against its rebuild, each variant's against hard's, and
+    the largest against the smallest."""
     rows = []
     for r in results:
-        best = min(r["incremental"], key=lambda s: s["seconds"])["seconds"]
+        best = incremental_s(r)
+        variant = "" if r["variant"] == "hard" else f" ({r['variant']})"
         rows.append(
             summary_row(
                 "gold",
-                f"{r['delta']:,} changes into {r['size']:,} rows",
+                f"{r['delta']:,} changes into {r['size']:,} rows{variant}",
                 f"incremental {best:.1f} s",
                 f"rebuild {r['rebuild']['seconds']:.1f} s",
                 r["rebuild"]["seconds"] / best,
             )
         )
-    if len(results) >= 2:
-        small, large = results[0], results[-1]
-        small_s = min(s["seconds"] for s in small["incremental"])
-        large_s = min(s["seconds"] for s in large["incremental"])
+    for variant, hard, r in variant_pairs(results):
+        rows.append(
+            summary_row(
+                "gold",
+                f"incremental {variant} / hard, {r['size']:,} rows",
+                f"{incremental_s(r):.1f} s",
+                f"{incremental_s(hard):.1f} s",
+                incremental_s(hard) / incremental_s(r),
+            )
+        )
+    hards = [r for r in results if r["variant"] == "hard"]
+    if len(hards) >= 2:
+        small, large = hards[0], hards[-1]
+        small_s, large_s = incremental_s(small), incremental_s(large)
         rows.append(
             summary_row(
                 "gold",
