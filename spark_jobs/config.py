@@ -161,6 +161,7 @@ class TypeMappings:
 
     bigint_unsigned: str = "decimal"  # decimal: decimal(20,0), every value fits; bigint: bigint
     wide_decimal: str = "string"  # DECIMAL wider than 38 digits: string; decimal38: decimal(38, its scale)
+    tinyint1: str = "int"  # TINYINT(1), MySQL's BOOL, as the DDL declares it: int; boolean: false for 0, else true
 
     @property
     def text(self) -> str | None:
@@ -168,7 +169,11 @@ class TypeMappings:
         return None if self == TypeMappings() else json.dumps(dataclasses.asdict(self), sort_keys=True)
 
 
-TYPE_MAPPINGS = {"bigint_unsigned": ("decimal", "bigint"), "wide_decimal": ("string", "decimal38")}
+TYPE_MAPPINGS = {
+    "bigint_unsigned": ("decimal", "bigint"),
+    "wide_decimal": ("string", "decimal38"),
+    "tinyint1": ("int", "boolean"),
+}
 
 
 @dataclass(frozen=True)

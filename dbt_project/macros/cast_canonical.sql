@@ -1,11 +1,12 @@
 {#- Canonical value text (docs/canonical-event.md) to the Spark type of a gold column, per canonical MySQL type.
     The README's type map is this macro; keep them together. `types` is the source's type mappings
     (config.TypeMappings, from the run's plan): BIGINT UNSIGNED as bigint, DECIMAL wider than 38 digits as
-    decimal(38, its scale). -#}
+    decimal(38, its scale), TINYINT(1) (MySQL's BOOL) as boolean. -#}
 {% macro gold_type(mysql_type, types={}) -%}
     {%- set t = mysql_type | lower -%}
     {%- set base = t.split('(')[0].split(' ')[0] -%}
-    {%- if base in ['tinyint', 'smallint', 'mediumint'] -%} int
+    {%- if t == 'tinyint(1)' and types.get('tinyint1', 'int') == 'boolean' -%} boolean
+    {%- elif base in ['tinyint', 'smallint', 'mediumint'] -%} int
     {%- elif base == 'int' -%} {{ 'bigint' if 'unsigned' in t else 'int' }}
     {%- elif base == 'bigint' -%}
         {{ 'decimal(20,0)' if 'unsigned' in t and types.get('bigint_unsigned', 'decimal') == 'decimal' else 'bigint' }}
@@ -29,6 +30,7 @@
     {%- set narrowed = (spark_type == 'bigint' and 'unsigned' in mysql_type | lower)
                        or (spark_type.startswith('decimal(38,') and gold_decimal_type(mysql_type | lower) | trim == 'string') -%}
     {%- if spark_type == 'binary' -%} unbase64({{ expression }})
+    {%- elif spark_type == 'boolean' -%} ({{ expression }} <> '0')
     {%- elif spark_type == 'string' -%} {{ expression }}
     {%- elif narrowed -%}
         case

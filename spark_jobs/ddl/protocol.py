@@ -3,10 +3,22 @@ nullability and labels."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from spark_jobs.ddl.model import Schema
 from spark_jobs.ddl.schema import _schema, _table_uid
 
-_COLUMN_KEYS = ("id", "name", "type", "nullable", "elements", "default", "origin_default")
+_COLUMN_KEYS = ("id", "name", "type", "nullable", "elements", "boolean", "default", "origin_default")
+
+
+def _stored_column(entry: dict[str, Any]) -> dict[str, Any]:
+    """A schema column as stored: `elements` only for an enum or set that has them, `boolean` (MySQL's BOOL, a
+    `tinyint(1)`) only while the column is a tinyint."""
+    kept = {
+        "elements": entry.get("type") in ("enum", "set") and entry.get("elements") is not None,
+        "boolean": entry.get("type") == "tinyint" and bool(entry.get("boolean")),
+    }
+    return {k: entry[k] for k in _COLUMN_KEYS if kept.get(k, True)}
 
 
 def _schema_from_protocol(
@@ -21,7 +33,7 @@ def _schema_from_protocol(
         if old is None:
             old, next_id = {"id": next_id, "default": None, "origin_default": None}, next_id + 1
         entry = {**old, "name": c["name"], "type": c["type"], "nullable": c["nullable"], "elements": c.get("elements")}
-        columns.append({k: entry[k] for k in _COLUMN_KEYS if k != "elements" or entry[k] is not None})
+        columns.append(_stored_column(entry))
     uid = previous["table_uid"] if previous else _table_uid(database, table, commit_ts)
     key_columns = list(protocol.get("key_columns") or [])
     return _schema(

@@ -9,6 +9,7 @@ from typing import Any
 from spark_jobs.canonical.values import (
     canonical_type,
     enum_elements,
+    parse_type,
 )
 from spark_jobs.ddl.model import Schema
 
@@ -43,6 +44,8 @@ def _column(
     entry: dict[str, Any] = {"id": column_id, "name": name, "type": canonical_type(definition), "nullable": nullable}
     if entry["type"] in ("enum", "set"):
         entry["elements"] = enum_elements(definition)
+    if entry["type"] == "tinyint" and (parse_type(definition)[1] == "1" or definition.lower() in ("bool", "boolean")):
+        entry["boolean"] = True  # MySQL's BOOL: gold may map it to boolean (config.TypeMappings.tinyint1)
     entry["default"] = default
     entry["origin_default"] = origin
     return entry
@@ -58,7 +61,7 @@ def _definition_of(column: Mapping[str, Any]) -> str:
     if column["type"] in ("enum", "set") and column.get("elements") is not None:
         return f"{column['type']}({','.join(_quoted(e) for e in column['elements'])})"
     canonical: str = column["type"]
-    return canonical
+    return "tinyint(1)" if column.get("boolean") else canonical
 
 
 def _same_name(a: str, b: str) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from spark_jobs.ddl.alter import _INDEX_WORDS, _alter_clause, _drop_index_clause
 from spark_jobs.ddl.columns import _column_spec, _ColumnSpec
 from spark_jobs.ddl.model import Schema, TableChange, _NotUnderstood
-from spark_jobs.ddl.protocol import _COLUMN_KEYS, _schema_from_protocol
+from spark_jobs.ddl.protocol import _schema_from_protocol, _stored_column
 from spark_jobs.ddl.schema import _column, _same_name, _schema, _table_uid
 from spark_jobs.ddl.table import _Clause, _Table
 from spark_jobs.ddl.tokens import _Cursor, _index_columns, _skip_rest, _without_comments
@@ -135,9 +135,7 @@ class _Run:
                 statement_only.append(c["name"])
             else:
                 elements = p.get("elements") if p.get("elements") is not None else c.get("elements")
-                c = {**c, "type": p["type"], "nullable": p["nullable"], "elements": elements}
-                keep_elements = c["type"] in ("enum", "set") and elements is not None
-                c = {k: c[k] for k in _COLUMN_KEYS if k != "elements" or keep_elements}
+                c = _stored_column({**c, "type": p["type"], "nullable": p["nullable"], "elements": elements})
             columns.append(c)
         note = change.note
         if by_name or statement_only:

@@ -1,5 +1,6 @@
 """Type mappings on the real broker, Spark, Iceberg and dbt (README, "Column types in gold"): BIGINT UNSIGNED as
-bigint and a DECIMAL wider than 38 digits as decimal(38, its scale) in gold and history; a change of the mappings
+bigint, a DECIMAL wider than 38 digits as decimal(38, its scale) and a TINYINT(1) as boolean (0 false, any other
+value true) in gold and history; a change of the mappings
 rebuilds the tables in the new types; and a value past the narrower type's range stops the run with an error
 naming the column and the value, rather than landing as null."""
 
@@ -30,11 +31,12 @@ LEDGER = Table(
         Column("id", "bigint unsigned", nullable=False),
         Column("amount", "decimal(40,2)"),
         Column("note", "varchar(8)"),
+        Column("paid", "tinyint(1)"),
     ),
     ("id",),
     950,
 )
-NARROW = GoldSettings(types=TypeMappings(bigint_unsigned="bigint", wide_decimal="decimal38"))
+NARROW = GoldSettings(types=TypeMappings(bigint_unsigned="bigint", wide_decimal="decimal38", tinyint1="boolean"))
 
 
 def _table(spark, history: bool = False):
@@ -45,15 +47,23 @@ def _table(spark, history: bool = False):
 
 def _types(spark, history: bool = False) -> dict[str, str]:
     return {
-        f.name: f.dataType.simpleString() for f in _table(spark, history).schema.fields if f.name in ("id", "amount")
+        f.name: f.dataType.simpleString()
+        for f in _table(spark, history).schema.fields
+        if f.name in ("id", "amount", "paid")
     }
 
 
 def test_type_mappings_narrow_gold_types_and_a_value_past_their_range_stops_the_run(spark, broker, source_config):
     broker.create_topics([SOURCE], partitions=1)
     rows = [
-        {"id": 9223372036854775807, "amount": Decimal("123456789012345678901234567890123456.78"), "note": "max"},
-        {"id": 1, "amount": Decimal("-0.05"), "note": "small"},
+        {
+            "id": 9223372036854775807,
+            "amount": Decimal("123456789012345678901234567890123456.78"),
+            "note": "max",
+            "paid": 1,
+        },
+        {"id": 1, "amount": Decimal("-0.05"), "note": "small", "paid": 0},
+        {"id": 2, "amount": Decimal("0.00"), "note": "two", "paid": 2},
     ]
     publish_stream(
         spark,
@@ -66,15 +76,21 @@ def test_type_mappings_narrow_gold_types_and_a_value_past_their_range_stops_the_
             Watermark(tso(30)),
         ],
     )
-    assert _types(spark) == _types(spark, history=True) == {"id": "bigint", "amount": "decimal(38,2)"}
-    assert {(r["id"], r["amount"]) for r in _table(spark).collect()} == {(r["id"], r["amount"]) for r in rows}
+    assert (
+        _types(spark) == _types(spark, history=True) == {"id": "bigint", "amount": "decimal(38,2)", "paid": "boolean"}
+    )
+    assert {(r["id"], r["amount"], r["paid"]) for r in _table(spark).collect()} == {
+        (r["id"], r["amount"], r["paid"] != 0) for r in rows
+    }
 
     build_gold(spark, source_config(SOURCE), SOURCE)  # the default mappings again: both tables rebuilt
-    assert _types(spark) == _types(spark, history=True) == {"id": "decimal(20,0)", "amount": "string"}
-    assert {(int(r["id"]), r["amount"]) for r in _table(spark).collect()} == {(r["id"], str(r["amount"])) for r in rows}
+    assert _types(spark) == _types(spark, history=True) == {"id": "decimal(20,0)", "amount": "string", "paid": "int"}
+    assert {(int(r["id"]), r["amount"], r["paid"]) for r in _table(spark).collect()} == {
+        (r["id"], str(r["amount"]), r["paid"]) for r in rows
+    }
     assert {t.types for t in read_state(spark, SOURCE)} == {None}
 
-    too_big = {"id": 18446744073709551615, "amount": Decimal("1.00"), "note": "past"}
+    too_big = {"id": 18446744073709551615, "amount": Decimal("1.00"), "note": "past", "paid": 1}
     send(broker, SOURCE, [RowChange(tso(40), "insert", LEDGER, after=too_big), Watermark(tso(50))])
     narrow = source_config(SOURCE, gold=NARROW)
     land_and_decode(spark, narrow, SOURCE)

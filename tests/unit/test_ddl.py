@@ -802,3 +802,31 @@ def test_random_alter_sequences_match_a_model(operations, clauses_per_statement)
                 (i, name, canonical_type(t)) for i, name, t in model
             ]
             assert schema["next_column_id"] == next_id and schema["key_columns"] == ["id"]
+
+
+def test_a_tinyint_1_is_flagged_boolean_until_it_is_no_tinyint_1():
+    """MySQL's BOOL is TINYINT(1); the canonical type drops the width, so the schema flags the column (gold may map
+    it to boolean: config.TypeMappings.tinyint1). A MODIFY to another width or type drops the flag; other columns'
+    changes keep it."""
+    s = after(
+        "CREATE TABLE b (id int PRIMARY KEY, x bool, y boolean, z tinyint(1), w tinyint(4), u tinyint(1) unsigned)"
+    )
+    assert {c["name"]: c.get("boolean", False) for c in s["columns"]} == {
+        "id": False,
+        "x": True,
+        "y": True,
+        "z": True,
+        "w": False,
+        "u": False,
+    }
+    assert all(c["type"] in ("int", "tinyint", "tinyint unsigned") for c in s["columns"])
+    altered = after("ALTER TABLE b MODIFY z tinyint(4), ADD COLUMN v int, CHANGE y y2 bool", s)
+    assert {c["name"]: c.get("boolean", False) for c in altered["columns"]} == {
+        "id": False,
+        "x": True,
+        "y2": True,
+        "z": False,
+        "w": False,
+        "u": False,
+        "v": False,
+    }

@@ -58,8 +58,13 @@ versions as (
         -- a column the source's table rules leave out (spark_jobs.silver.merges.within_rules) is not gold's
         transform(
             filter(table_schema.columns, c -> not coalesce(c.left_out, false)),
+            -- MySQL's BOOL (the interpreter flags a tinyint(1)) keeps its width: gold.types may map it to boolean
             c -> named_struct(
-                'id', c.id, 'name', c.name, 'type', c.type, 'nullable', c.nullable, 'origin_default', c.origin_default
+                'id', c.id,
+                'name', c.name,
+                'type', case when coalesce(c.boolean, false) then 'tinyint(1)' else c.type end,
+                'nullable', c.nullable,
+                'origin_default', c.origin_default
             )
         ) as columns,
         table_schema.key_columns,
