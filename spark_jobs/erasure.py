@@ -33,8 +33,7 @@ import datetime as dt
 import logging
 import time
 import uuid
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -45,16 +44,7 @@ from spark_jobs.codecs import MULTI_ROW_PROTOCOLS, make_decoder, without_events
 from spark_jobs.config import PipelineConfig, SourceSettings, decoder_options
 from spark_jobs.errors import ConfigError, ErasureRefused
 from spark_jobs.gold import names
-from spark_jobs.gold.publish import (
-    TableState,
-    latest_publication,
-    live_rows,
-    publish,
-    published_tables,
-    read_state,
-    record_publication,
-    write_state,
-)
+from spark_jobs.gold.publish import TableState, publish_state, read_state
 from spark_jobs.maintenance import expire_snapshots, silver_positions_since, stale_landing_branches
 from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
 from spark_jobs.runtime.results import Result
@@ -66,6 +56,7 @@ from spark_jobs.runtime.tables import (
     SILVER_DDL_EVENTS,
     SILVER_ERASED_MESSAGES,
     SILVER_ERASURES,
+    SILVER_PENDING,
     SILVER_ROW_CHANGES,
 )
 from spark_jobs.silver.build import build_silver, record_run
@@ -481,24 +472,12 @@ def _rewrite_files_holding(spark, relation: str, erased_key: str) -> None:
 
 
 def _publish_again(spark, config: PipelineConfig, source: str, erased: list[TableState]) -> None:
-    """The source's publication again, at its consistent ts, with the erased table's new snapshots."""
-    started = dt.datetime.now(dt.UTC)
+    """The source's publication again, at the consistent ts its state is right as of, with the erased table
+    pinned to its new snapshots."""
     changed = {t.table_uid for t in erased}
-    state = []
-    for t in read_state(spark, source):
-        if t.table_uid in changed:
-            gold_snapshot, rows = live_rows(spark, t.gold_relation)
-            history_snapshot, versions = live_rows(spark, t.history_relation)
-            t = replace(
-                t, gold_snapshot_id=gold_snapshot, history_snapshot_id=history_snapshot, rows=rows, versions=versions
-            )
-        state.append(t)
-    write_state(spark, source, state)
-    latest = latest_publication(spark, source)
-    if latest is None:
-        return
-    tag = publish(spark, source, latest["consistent_ts"], published_tables(state), started)
-    record_publication(Path(config.local_dir), source, latest["consistent_ts"], tag)
+    state = [t.repinned(spark) if t.table_uid in changed else t for t in read_state(spark, source)]
+    consistent_ts = max(t.consistent_ts for t in state)
+    publish_state(spark, config.local_dir, source, consistent_ts, state, dt.datetime.now(dt.UTC))
 
 
 def _expire(spark, config: PipelineConfig, shared: list[str], own: list[str]) -> tuple[int, int]:
@@ -546,7 +525,5 @@ def _drop_tags(spark, relation: str) -> None:
 
 def _waiting(spark, source: str) -> int:
     from pyspark.sql import functions as F
-
-    from spark_jobs.runtime.tables import SILVER_PENDING
 
     return spark.table(SILVER_PENDING).where(F.col("source") == source).count()

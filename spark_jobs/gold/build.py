@@ -31,15 +31,7 @@ from spark_jobs.errors import ConfigError, DbtError, SnapshotRefused
 from spark_jobs.gold import layout, names
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold.plan import Request, TablePlan, configured, plan_run, write_plan
-from spark_jobs.gold.publish import (
-    TableState,
-    live_rows,
-    publish,
-    published_tables,
-    read_state,
-    record_publication,
-    write_state,
-)
+from spark_jobs.gold.publish import TableState, live_rows, publish_state, read_state
 from spark_jobs.runtime.logs import verbose_requested
 from spark_jobs.runtime.results import Phases, Result
 from spark_jobs.runtime.sql import quote_ident
@@ -372,9 +364,7 @@ def _record(
     publication's file; log the run in a few lines."""
     with run.phases.timed("record"):
         tables = [replace(t, ddl_events=position.ddl_events) for t in tables]
-        write_state(spark, run.source, tables)
-        tag = publish(spark, run.source, position.consistent_ts, published_tables(tables), run.started_at)
-        record_publication(config.local_dir, run.source, position.consistent_ts, tag)
+        tag = publish_state(spark, config.local_dir, run.source, position.consistent_ts, tables, run.started_at)
     result = _result(run, position, tables, built, tag)
     for relation in built[:TABLES_LOGGED]:
         rows = result.tables.get(relation, result.history.get(relation))

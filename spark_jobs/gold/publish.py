@@ -76,6 +76,15 @@ class TableState:
         """The same snapshots, known right at a newer consistent ts (nothing since changed the table)."""
         return replace(self, consistent_ts=consistent_ts, silver_seq=silver_seq)
 
+    def repinned(self, spark) -> TableState:
+        """The same table pinned to its tables' current snapshots, with their counts (something other than a run
+        changed them: an erasure)."""
+        gold_snapshot, rows = live_rows(spark, self.gold_relation)
+        history_snapshot, versions = live_rows(spark, self.history_relation)
+        return replace(
+            self, gold_snapshot_id=gold_snapshot, history_snapshot_id=history_snapshot, rows=rows, versions=versions
+        )
+
 
 def read_state(spark, source: str) -> list[TableState]:
     """The source's gold state (empty before its first run)."""
@@ -152,6 +161,17 @@ def publish(spark, source: str, consistent_ts: int, tables: list[PublishedTable]
     )
     spark.createDataFrame([row], spark.table(GOLD_PUBLICATIONS).schema).writeTo(GOLD_PUBLICATIONS).append()
     log.info("source %s: published %d tables as of TiDB ts %d", source, len(tables), consistent_ts)
+    return tag
+
+
+def publish_state(
+    spark, local_dir: str | Path, source: str, consistent_ts: int, tables: list[TableState], started: dt.datetime
+) -> str:
+    """Write the source's state and its publication (two commits, whatever the number of tables), then the
+    publication's file; returns the publication's name."""
+    write_state(spark, source, tables)
+    tag = publish(spark, source, consistent_ts, published_tables(tables), started)
+    record_publication(Path(local_dir), source, consistent_ts, tag)
     return tag
 
 
