@@ -3,15 +3,21 @@
 One module per protocol; none of them knows Spark. Use `make_decoder(protocol, options)` and call
 `decoder.decode(key, value, headers)` on each message; where `needs_partition_order(protocol)`, on the
 messages of one partition in offset order (Simple's decoders learn schemas from earlier messages).
+
+A decoder that can also decode column-wise (`column_decoder`) takes a batch of message values at once and gives
+Arrow columns (`RowBlock`s) for the row messages of the usual form, leaving every other message to `decode`,
+which stays the reference: the tests hold the two to the same answers.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from typing import Protocol as _Protocol
 
+from spark_jobs.canonical.blocks import RowBlock
 from spark_jobs.canonical.events import ChangeEvent
 from spark_jobs.errors import ConfigError, DecodeError, SchemaNotYetKnown
 
@@ -37,6 +43,28 @@ class Decoder(_Protocol):
     def __init__(self, options: dict[str, Any]) -> None: ...
 
     def decode(self, key: bytes | None, value: bytes | None, headers: Headers = None) -> list[ChangeEvent]: ...
+
+
+@dataclass(frozen=True)
+class ColumnDecode:
+    """A column-wise decode of a batch of messages: blocks of row changes, and the indices of the messages it
+    left to the row-wise `decode` (in order), which gives their events or their exact error."""
+
+    blocks: list[RowBlock]
+    row_wise: list[int]
+
+
+class ColumnDecoder(Decoder, _Protocol):
+    def decode_columns(self, values: Sequence[bytes | None]) -> ColumnDecode: ...
+
+
+def column_decoder(decoder: Decoder) -> ColumnDecoder | None:
+    """The decoder itself where it decodes column-wise, else None. Only protocols whose messages decode in any
+    order do: the column path takes a batch's row messages before the messages left to `decode`."""
+    if not hasattr(decoder, "decode_columns") or needs_partition_order(decoder.protocol):
+        return None
+    column_wise: ColumnDecoder = decoder  # type: ignore[assignment]
+    return column_wise
 
 
 def decoder_class(protocol: str) -> type[Decoder]:
@@ -110,11 +138,15 @@ __all__ = [
     "MULTI_ROW_PROTOCOLS",
     "PROTOCOLS",
     "ChangeEvent",
+    "ColumnDecode",
+    "ColumnDecoder",
     "ConfigError",
     "DecodeError",
     "Decoder",
     "Headers",
+    "RowBlock",
     "SchemaNotYetKnown",
+    "column_decoder",
     "decoder_class",
     "make_decoder",
     "needs_partition_order",

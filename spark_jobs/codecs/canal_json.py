@@ -9,14 +9,20 @@ per-value work is one dict lookup and, for non-text columns, one small function 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, Protocol, cast
+from typing import Annotated, Any, Literal, Protocol, cast
 from zoneinfo import ZoneInfoNotFoundError
 
+import msgspec
+import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_jobs import ddl
+from spark_jobs.canonical.blocks import RowBlock, struct_of
 from spark_jobs.canonical.events import ChangeEvent
 from spark_jobs.canonical.values import (
     CHAR_TYPES,
@@ -37,7 +43,7 @@ from spark_jobs.canonical.values import (
     text_year,
     time_zone,
 )
-from spark_jobs.codecs import Headers, fast_paths
+from spark_jobs.codecs import ColumnDecode, Headers, columns, fast_paths
 from spark_jobs.codecs.large_message import COMPRESSIONS, compress, decompress, read_claim_check
 from spark_jobs.errors import ConfigError, DecodeError
 
@@ -61,6 +67,12 @@ class _Tagged(Protocol):
     kind: str
 
     def __call__(self, v: str, /) -> str: ...
+
+
+class _Timestamp(_Tagged, Protocol):
+    """`_timestamp_in`'s converter in a zone: the column path moves text to UTC once per distinct `minute`."""
+
+    minute: Callable[[str], str | None]
 
 
 class _DecimalConverter(_Tagged, Protocol):
@@ -156,6 +168,11 @@ def _timestamp_in(zone: dt.tzinfo | None) -> Converter:
         return _datetime
     utc_minutes: dict[str, str | None] = {}
 
+    def utc_minute(minute: str) -> str | None:
+        """The UTC `YYYY-MM-DD HH:MM` of a local one, None where the offset has seconds."""
+        start = text_timestamp_from_zone(minute + ":00", zone)
+        return start[:16] if start.endswith(":00") else None
+
     def convert(v: str) -> str:
         _datetime(v)
         minute = v[:16]
@@ -163,13 +180,14 @@ def _timestamp_in(zone: dt.tzinfo | None) -> Converter:
         if utc == "":
             if len(utc_minutes) >= 65536:
                 utc_minutes.clear()
-            start = text_timestamp_from_zone(minute + ":00", zone)
-            utc = utc_minutes[minute] = start[:16] if start.endswith(":00") and not v.startswith("0000") else None
+            utc = utc_minutes[minute] = utc_minute(minute) if not v.startswith("0000") else None
         if utc is None:
             return text_timestamp_from_zone(v, zone)
         return utc + v[16:]
 
-    return convert
+    tagged = cast(_Timestamp, convert)
+    tagged.kind, tagged.minute = "timestamp", utc_minute
+    return tagged
 
 
 def _labels_of(base: str, elements: list[str] | None) -> Converter:
@@ -200,7 +218,20 @@ def _binary(v: str) -> str:
 class _ColumnTypes:
     """Converters, canonical types and flags for one `mysqlType` map (cached per distinct map)."""
 
-    __slots__ = ("column_types", "converters", "converting", "flags", "integers", "mysql_types", "one", "pair")
+    __slots__ = (
+        "column_types",
+        "converters",
+        "converting",
+        "flags",
+        "integers",
+        "mysql_types",
+        "one",
+        "pair",
+        "partial_rows",
+        "row_type",
+        "rows",
+        "rules",
+    )
 
     def __init__(self, mysql_types: dict[str, str], zone: dt.tzinfo | None):
         self.converters: dict[str, Converter | None] = {}  # None: the text passes as sent
@@ -229,6 +260,22 @@ class _ColumnTypes:
         self.mysql_types = dict(mysql_types)
         self.one: _One | None = None  # generated on the first row (compile_rows), with pair
         self.pair: _Pair | None = None
+        self.rules = [_column_rule(c) for c in self.converters.values()]
+        # the column path's decoders of a message's `data` or `old`: rows of exactly these columns, each text or
+        # null; an `old` of only some of them (only-output-updated-columns) as `partial_rows`, the rest UNSET
+        names = {f"c{i}": name for i, name in enumerate(self.converters)}
+        self.row_type = msgspec.defstruct(
+            "Row", [(f, str | None) for f in names], rename=names, forbid_unknown_fields=True, gc=False
+        )
+        partial_row = msgspec.defstruct(
+            "PartialRow",
+            [(f, str | None | msgspec.UnsetType, msgspec.UNSET) for f in names],
+            rename=names,
+            forbid_unknown_fields=True,
+            gc=False,
+        )
+        self.rows = msgspec.json.Decoder(list[tuple[self.row_type, ...]])  # type: ignore[name-defined]
+        self.partial_rows = msgspec.json.Decoder(tuple[partial_row, ...])  # type: ignore[valid-type]
 
     def compile_rows(self) -> _One:
         """Give this map its generated `one` / `pair` (see `_row_source`); returns `one`."""
@@ -413,6 +460,33 @@ _KINDS: dict[Converter, str] = {
     _time: "time",
     text_double: "double",
 }
+
+
+def _column_rule(convert: Converter | None) -> columns.ColumnRule:
+    """The column path's rule for a converter of `_converter`: the text it keeps as sent, as an RE2 pattern."""
+    if convert is None:
+        return columns.AS_SENT
+    kind = _KINDS.get(convert) or getattr(convert, "kind", None)
+    keep = {
+        "integer": columns.SIGNED if convert is _signed else columns.DIGITS,
+        "bit": columns.DIGITS,
+        "year": columns.YEAR,
+        "date": columns.DATE,
+        "datetime": columns.DATETIME,
+        "time": columns.TIME,
+    }
+    if kind in keep:
+        return columns.ColumnRule(convert, keep=keep[kind])
+    if kind == "double":
+        return columns.ColumnRule(convert, keep=columns.DOUBLE, max_length=16)
+    if kind == "decimal":
+        scale = cast(_DecimalConverter, convert).scale
+        return columns.ColumnRule(convert, keep=columns.decimal_pattern(scale), keep_not=columns.NEGATIVE_ZERO)
+    if kind == "timestamp":
+        minute = cast(_Timestamp, convert).minute
+        return columns.ColumnRule(convert, keep=columns.DATETIME, minute=minute)
+    # ENUM and SET labels, FLOAT: few distinct values; BINARY: each value
+    return columns.ColumnRule(convert, distinct=convert is not _binary)
 
 
 # ---- the decoder ---------------------------------------------------------------------------------
@@ -672,6 +746,276 @@ class CanalJsonDecoder:
                     list(row_flags),
                 )
             )
+
+    # ---- the column path ---------------------------------------------------------------------------
+
+    def decode_columns(self, values: Sequence[bytes | None]) -> ColumnDecode:
+        """Row messages of the usual form as RowBlocks; every other message (DDL, watermark, claim check,
+        compression, several documents, anything malformed or a value its converter rejects) left to `decode`.
+
+        Messages are parsed in chunks of `_CHUNK`, small enough that a chunk's Python objects stay in the CPU's
+        caches, into one flat text array per shape and chunk; each shape's values are then checked and
+        converted column by column for the whole batch.
+        """
+        if self._compression != "none":
+            return ColumnDecode([], list(range(len(values))))
+        shapes: dict[_ShapeKey, _Shape] = {}
+        row_wise: list[int] = []
+        for start in range(0, len(values), _CHUNK):
+            self._read_chunk(values, start, min(start + _CHUNK, len(values)), shapes, row_wise)
+        blocks = [block for shape in shapes.values() if (block := shape.block(self._old_is_partial, row_wise))]
+        row_wise.sort()
+        return ColumnDecode(blocks, row_wise)
+
+    def _read_chunk(
+        self,
+        values: Sequence[bytes | None],
+        start: int,
+        stop: int,
+        shapes: dict[_ShapeKey, _Shape],
+        row_wise: list[int],
+    ) -> None:
+        decode, unset = _ENVELOPE.decode, msgspec.UNSET
+        members: dict[_ShapeKey, list[_Member]] = {}
+        for i in range(start, stop):
+            try:  # the envelope's types admit only a row message of the usual form: the rest go row-wise
+                doc = decode(values[i])  # type: ignore[arg-type]  # None: TypeError
+            except (msgspec.DecodeError, TypeError):
+                row_wise.append(i)
+                continue
+            tidb = doc.tidb
+            if tidb is not None and tidb.commitTs is not unset:
+                key = (doc.database, doc.table, bytes(doc.mysqlType), doc.pkNames, False)
+                members.setdefault(key, []).append((i, tidb.commitTs, doc))
+            elif doc.es is not None:
+                key = (doc.database, doc.table, bytes(doc.mysqlType), doc.pkNames, True)
+                members.setdefault(key, []).append((i, doc.es << 18, doc))
+            else:
+                row_wise.append(i)
+        for key, found in members.items():
+            shape = shapes.get(key)
+            if shape is None:
+                shape = shapes[key] = _Shape(key, self._shape_types(key[2]))
+            shape.add(found, row_wise)
+
+    def _shape_types(self, mysql_types: bytes) -> _ColumnTypes | None:
+        """The converters of a raw mysqlType map; None where `decode` must report what is wrong with it."""
+        try:
+            types_map = orjson.loads(mysql_types)
+            return self._types_by_items(types_map) if type(types_map) is dict and types_map else None
+        except (orjson.JSONDecodeError, DecodeError):
+            return None
+
+
+# messages per chunk of the column path
+_CHUNK = 512
+
+
+class _Tidb(msgspec.Struct, gc=False):
+    commitTs: Annotated[int, msgspec.Meta(ge=0)] | msgspec.UnsetType = msgspec.UNSET
+    onlyHandleKey: Literal[False] = False
+    claimCheckLocation: None = None
+
+
+class _Envelope(msgspec.Struct, gc=False):
+    """What the column path reads of a row message of the usual form (anything else fails to decode here): the
+    type map and the rows stay raw JSON until their shape is known."""
+
+    database: str
+    table: str
+    isDdl: Literal[False]
+    type: Literal["INSERT", "UPDATE", "DELETE"]
+    pkNames: tuple[str, ...] | None = None
+    es: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    mysqlType: msgspec.Raw = msgspec.Raw(b"null")
+    data: msgspec.Raw = msgspec.Raw(b"null")
+    old: msgspec.Raw = msgspec.Raw(b"null")
+    tidb: _Tidb | None = msgspec.field(default=None, name="_tidb")
+
+
+_ENVELOPE = msgspec.json.Decoder(_Envelope)
+# (database, table, raw mysqlType, pkNames, commit ts inferred) and (message index, commit ts, envelope)
+_ShapeKey = tuple[str, str, bytes, tuple[str, ...] | None, bool]
+_Member = tuple[int, int, _Envelope]
+
+
+_TYPES = pa.array(list(_ROW_OPS), pa.string())
+_OPS = pa.array(list(_ROW_OPS.values()), pa.string())
+
+
+class _Shape:
+    """One shape's rows in a batch, gathered chunk by chunk: message, commit ts, op and row count per message, and
+    each image's values as flat text arrays (row after row, column after column)."""
+
+    def __init__(self, key: _ShapeKey, types: _ColumnTypes | None):
+        self.database, self.table, _, key_columns, self.inferred = key
+        self.key_columns = list(key_columns or ())
+        self.types = types
+        self.messages: list[int] = []
+        self.commit_ts: list[int] = []
+        self.ops: list[str] = []
+        self.counts: list[int] = []
+        self.partial: list[bool] = []
+        self.data: list[Any] = []
+        self.old: list[Any] = []
+
+    def add(self, members: list[_Member], row_wise: list[int]) -> None:
+        types = self.types
+        if types is None:
+            row_wise.extend(i for i, _, _ in members)
+            return
+        indices = [i for i, _, _ in members]
+        stamps = [ts for _, ts, _ in members]
+        docs = [doc for _, _, doc in members]
+        ops: list[str] = [doc.type for doc in docs]
+        data = _rows(types, [doc.data for doc in docs])
+        olds: list[tuple[Any, ...] | None] = []
+        updated: list[int] = []
+        partial: list[int] = []  # messages whose old rows lacked columns, filled from their data rows
+        if "UPDATE" in ops:
+            updated = [k for k, op in enumerate(ops) if op == "UPDATE"]
+            olds = _rows(types, [docs[k].old for k in updated])
+            for n, k in enumerate(updated):
+                if olds[n] is None and data[k] is not None:
+                    olds[n] = _filled(types, docs[k].old, data[k])  # type: ignore[arg-type]
+                    partial.append(k)
+            old_of = dict(zip(updated, olds))
+            fits = [
+                rows is not None
+                and len(rows) > 0
+                and (op != "UPDATE" or ((old := old_of[k]) is not None and len(old) == len(rows)))
+                for k, (op, rows) in enumerate(zip(ops, data))
+            ]
+        else:
+            fits = list(map(bool, data))
+        partly = [False] * len(ops)
+        for k in partial:
+            partly[k] = True
+        if not all(fits):
+            row_wise.extend(i for i, fit in zip(indices, fits) if not fit)
+            indices = list(itertools.compress(indices, fits))
+            stamps = list(itertools.compress(stamps, fits))
+            ops = list(itertools.compress(ops, fits))
+            data = list(itertools.compress(data, fits))
+            partly = list(itertools.compress(partly, fits))
+            olds = [old for k, old in zip(updated, olds) if fits[k]]
+            if not indices:
+                return
+        self.partial.extend(partly)
+        self.messages.extend(indices)
+        self.commit_ts.extend(stamps)
+        self.ops.extend(ops)
+        self.counts.extend(map(len, data))  # type: ignore[arg-type]
+        self.data.append(_flat(data))  # type: ignore[arg-type]
+        if olds:
+            self.old.append(_flat(olds))  # type: ignore[arg-type]
+
+    def block(self, old_is_partial: bool, row_wise: list[int]) -> RowBlock | None:
+        """The shape's RowBlock; a message holding a value its converter rejects goes to `row_wise`."""
+        types = self.types
+        if types is None or not self.messages:
+            return None
+        counts = np.array(self.counts)
+        message = pa.array(np.repeat(np.array(self.messages, np.int32), counts))
+        commit_ts = pa.array(np.repeat(np.array(self.commit_ts, np.int64), counts))
+        op = pc.take(
+            _OPS,
+            pc.index_in(pa.array(self.ops, pa.string()), _TYPES).take(
+                pa.array(np.repeat(np.arange(len(self.ops)), counts))
+            ),
+        )
+        after_columns, bad = _columns(types, pa.concat_arrays(self.data))
+        before_columns = after_columns
+        is_update = pc.equal(op, "update")
+        if self.old:
+            old_columns, bad_old = _columns(types, pa.concat_arrays(self.old))
+            before_columns = [pc.replace_with_mask(a, is_update, b) for a, b in zip(after_columns, old_columns)]
+            if bad_old is not None:
+                bad_old = pc.replace_with_mask(pa.array(np.zeros(len(op), bool)), is_update, bad_old)
+                bad = bad_old if bad is None else pc.or_(bad, bad_old)
+        names = list(types.converters)
+        before = struct_of(names, before_columns, pc.not_equal(op, "insert"))
+        after = struct_of(names, after_columns, pc.not_equal(op, "delete"))
+        row_flags = {}
+        if old_is_partial and self.old:
+            row_flags["old_value_partial"] = is_update
+        elif any(self.partial):
+            row_flags["old_value_partial"] = pa.array(np.repeat(np.array(self.partial, bool), counts))
+        if bad is not None:  # a value its converter rejects: its whole message goes row-wise, for the exact error
+            rejected = pc.unique(message.filter(bad))
+            row_wise.extend(rejected.to_pylist())
+            fine = pc.invert(pc.is_in(message, rejected))
+            if not pc.any(fine).as_py():
+                return None
+            message, commit_ts, op, before, after = (a.filter(fine) for a in (message, commit_ts, op, before, after))
+            row_flags = {flag: mask.filter(fine) for flag, mask in row_flags.items()}
+        flags = (*types.flags, "commit_ts_inferred") if self.inferred else types.flags
+        return RowBlock(
+            self.database or None,
+            self.table or None,
+            self.key_columns,
+            types.column_types,
+            names,
+            message,
+            commit_ts,
+            op,
+            before,
+            after,
+            flags,
+            row_flags,
+        )
+
+
+def _rows(types: _ColumnTypes, images: list[msgspec.Raw]) -> list[tuple[Any, ...] | None]:
+    """Each message's rows (`data` or `old`) in one decode of them all; a message whose rows do not fit the shape
+    (a column missing or unknown, a value not text) gets None."""
+    decode = types.rows.decode
+    try:
+        every: list[tuple[Any, ...] | None] = [*decode(b"[" + b",".join(images) + b"]")]
+        return every
+    except msgspec.DecodeError:
+        pass
+    found: list[tuple[Any, ...] | None] = []
+    for image in images:
+        try:
+            found.append(decode(b"[" + bytes(image) + b"]")[0])
+        except msgspec.DecodeError:
+            found.append(None)
+    return found
+
+
+def _filled(types: _ColumnTypes, image: msgspec.Raw, rows: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """An `old` that holds only some columns, each row completed from its `data` row (as `decode` does); None
+    where it does not fit the shape or its rows do not match the data's."""
+    try:
+        olds = types.partial_rows.decode(image)
+    except msgspec.DecodeError:
+        return None
+    if len(olds) != len(rows):
+        return None
+    unset, astuple = msgspec.UNSET, msgspec.structs.astuple
+    return tuple(
+        types.row_type(*(new if was is unset else was for was, new in zip(astuple(old), astuple(row))))
+        for old, row in zip(olds, rows)
+    )
+
+
+def _flat(images: list[tuple[Any, ...]]) -> Any:
+    """Every value of these rows as one text array, row after row."""
+    rows = itertools.chain.from_iterable(images)
+    return pa.array(list(itertools.chain.from_iterable(map(msgspec.structs.astuple, rows))), pa.string())
+
+
+def _columns(types: _ColumnTypes, flat: Any) -> tuple[list[Any], Any]:
+    """The canonical columns of a flat array of rows, and the rows holding a value a converter rejects (or None)."""
+    width = len(types.rules)
+    out, bad = [], None
+    for j, rule in enumerate(types.rules):
+        column, rejected = columns.converted(flat.take(pa.array(np.arange(j, len(flat), width))), rule)
+        out.append(column)
+        if rejected is not None:
+            bad = rejected if bad is None else pc.or_(bad, rejected)
+    return out, bad
 
 
 _MISSING = object()

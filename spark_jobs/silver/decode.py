@@ -18,8 +18,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_jobs.canonical.blocks import RowBlock, struct_of
 from spark_jobs.canonical.events import split_key_change
-from spark_jobs.codecs import DecodeError, Headers, SchemaNotYetKnown, make_decoder
+from spark_jobs.codecs import DecodeError, Headers, SchemaNotYetKnown, column_decoder, make_decoder
 from spark_jobs.errors import TransientFault
 
 HANDLE_KEY_ONLY_REASON = (
@@ -83,6 +84,7 @@ def decode_batches(
     options: dict[str, Any],
     primers: Sequence[Primer] = (),
     partition_ts: dict[tuple[str, int], int] | None = None,
+    column_wise: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: bronze (topic, partition, offset, timestamp, key, value, headers) -> DECODED_SCHEMA rows.
 
@@ -90,9 +92,12 @@ def decode_batches(
     that state carries across runs; `partition_ts` the commit ts of the last change silver holds per
     (topic, partition), where a row without a commit ts goes when it is the first of its partition here.
     A row whose schema is not known yet is tried again once at the end of the task (its schema may come
-    later in the same batch) before it is reported waiting.
+    later in the same batch) before it is reported waiting. Where the protocol's decoder decodes column-wise
+    (and `column_wise`), a batch's row messages of the usual form become `block_rows` without a Python object
+    per value, and only the other messages are decoded one by one.
     """
     decoder = make_decoder(protocol, options)
+    by_columns = column_decoder(decoder) if column_wise else None
     for primer in primers:
         try:
             decoder.decode(primer.key, primer.value, None)
@@ -102,7 +107,13 @@ def decode_batches(
     last_ts: dict[tuple[str, int], int] = dict(partition_ts or {})
     for batch in batches:
         out = DecodedColumns()
-        for message in _messages(batch):
+        rest = batch
+        if by_columns is not None:
+            decoded = by_columns.decode_columns(batch.column("value").to_pylist())
+            for block in decoded.blocks:
+                yield block_rows(block, batch)
+            rest = batch.take(pa.array(decoded.row_wise, pa.int32()))
+        for message in _messages(rest):
             if _decode_one(decoder, protocol, message, out, last_ts) is not None:
                 waiting.append(message)
         yield out.record_batch()
@@ -250,6 +261,138 @@ def _decode_one(decoder, protocol: str, message: Message, out: DecodedColumns, l
         columns["flags"].append(sorted(flags) if flags else flags)
         columns["reason"].append(None)
     return None
+
+
+def block_rows(block: RowBlock, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """DECODED_SCHEMA rows of a block decoded from `batch`'s values, as `_decode_one` makes them of each event:
+    an update that changed its row's key split in two (`split_key_change`), each row's event index within its
+    message and its row key, the images as maps. Arrow compute throughout, a Python object per distinct value at
+    most (a key value that JSON must escape, a table without a key)."""
+    message, commit_ts, op, before, after = block.message, block.commit_ts, block.op, block.before, block.after
+    row_flags = dict(block.row_flags)
+    names = block.names
+    changed = _key_changed(block)
+    if changed is not None:
+        split = changed.to_numpy(zero_copy_only=False)
+        repeats = 1 + split.astype(np.int64)
+        ends = np.cumsum(repeats)
+        rows = pa.array(np.repeat(np.arange(len(block)), repeats))
+        deleting = np.zeros(len(rows), bool)
+        deleting[(ends - repeats)[split]] = True
+        inserting = np.zeros(len(rows), bool)
+        inserting[(ends - 1)[split]] = True
+        message, commit_ts = message.take(rows), commit_ts.take(rows)
+        op = pc.if_else(deleting, "delete", pc.if_else(inserting, "insert", op.take(rows)))
+        before, after = before.take(rows), after.take(rows)
+        before = struct_of(
+            names, [before.field(j) for j in range(len(names))], pc.and_not(before.is_valid(), inserting)
+        )
+        after = struct_of(names, [after.field(j) for j in range(len(names))], pc.and_not(after.is_valid(), deleting))
+        row_flags = {flag: mask.take(rows) for flag, mask in row_flags.items()}
+        row_flags["key_change_split"] = pa.array(deleting | inserting)
+    count = len(message)
+    positions = message.to_numpy()
+    first = np.searchsorted(positions, positions, side="left")
+    every = pa.array(np.zeros(count, np.int32))
+    arrays = {
+        "topic": batch.column("topic").take(message),
+        "partition": batch.column("partition").take(message),
+        "offset": batch.column("offset").take(message),
+        "event_index": pa.array((np.arange(count) - first).astype(np.int32)),
+        "kind": pa.array(["row"], pa.string()).take(every),
+        "op": op,
+        "database": pa.array([block.database], pa.string()).take(every),
+        "table": pa.array([block.table], pa.string()).take(every),
+        "commit_ts": commit_ts,
+        "row_key": _row_keys(block, commit_ts, op, before, after),
+        "key_columns": pa.array([block.key_columns], pa.list_(pa.string())).take(every),
+        "before": _map_of(before, names),
+        "after": _map_of(after, names),
+        "column_types": _array([block.column_types], _STR_MAP).take(every),
+        "flags": _flags(block.flags, row_flags, count),
+    }
+    return pa.RecordBatch.from_arrays(
+        [arrays[f.name] if f.name in arrays else pa.nulls(count, f.type) for f in DECODED_SCHEMA],
+        schema=DECODED_SCHEMA,
+    )
+
+
+def _key_changed(block: RowBlock) -> pa.Array | None:
+    """Which updates changed their row's key (both images hold it; a null differs from any text); None if none."""
+    key = [k for k in block.key_columns if k in block.names]
+    is_update = pc.equal(block.op, "update")
+    if not key or not pc.any(is_update).as_py():
+        return None
+    changed = pa.array(np.zeros(len(block), bool))
+    for k in key:
+        old, new = block.before.field(k), block.after.field(k)
+        differs = pc.or_(pc.xor(old.is_null(), new.is_null()), pc.fill_null(pc.not_equal(old, new), False))
+        changed = pc.or_(changed, differs)
+    changed = pc.and_(changed, is_update)
+    return changed if pc.any(changed).as_py() else None
+
+
+def _row_keys(block: RowBlock, commit_ts: pa.Array, op: pa.Array, before: pa.Array, after: pa.Array) -> pa.Array:
+    """`row_key` of each row, or `change_key` for a table without a key (force-replicate, row by row)."""
+    if not block.key_columns:
+        return pa.array(
+            [
+                change_key(ts, o, b, a)
+                for ts, o, b, a in zip(commit_ts.to_pylist(), op.to_pylist(), before.to_pylist(), after.to_pylist())
+            ],
+            pa.string(),
+        )
+    has_after = after.is_valid()
+    parts = []
+    for k in block.key_columns:
+        if k in block.names:
+            parts.append(_json_text(pc.if_else(has_after, after.field(k), before.field(k))))
+        else:
+            parts.append(pa.array(["null"] * len(after), pa.string()))
+    return pc.binary_join_element_wise("[", pc.binary_join_element_wise(*parts, ","), "]", "")
+
+
+# text that JSON writes escaped: orjson escapes the quote, the backslash and the control characters
+_ESCAPED = r'["\\\x00-\x1f]'
+
+
+def _json_text(values: pa.Array) -> pa.Array:
+    """Each text as the JSON string `orjson.dumps` writes (null as `null`)."""
+    quoted = pc.binary_join_element_wise('"', values, '"', "")
+    escaped = pc.fill_null(pc.match_substring_regex(values, _ESCAPED), False)
+    if pc.any(escaped).as_py():
+        texts = [orjson.dumps(v).decode() for v in values.filter(escaped).to_pylist()]
+        quoted = pc.replace_with_mask(quoted, escaped, pa.array(texts, pa.string()))
+    return pc.fill_null(quoted, "null")
+
+
+def _map_of(image: pa.Array, names: list[str]) -> pa.Array:
+    """A struct array of images as a map array (null where the struct is), each map's keys in `names` order."""
+    present = image.is_valid().to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(present)
+    width, count = len(names), len(image)
+    items = pa.concat_arrays([image.field(j) for j in range(width)])
+    order = (np.arange(width)[None, :] * count + rows[:, None]).ravel()
+    offsets = np.zeros(count + 1, np.int32)
+    np.cumsum(present * width, out=offsets[1:])
+    return pa.MapArray.from_arrays(
+        pa.array(offsets),
+        pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(width), len(rows)))),
+        items.take(pa.array(order)),
+        _STR_MAP,
+        mask=pa.array(~present),
+    )
+
+
+def _flags(flags: tuple[str, ...], row_flags: dict[str, pa.Array], count: int) -> pa.Array:
+    """Each row's sorted flags: the block's, and those of `row_flags` that mark it."""
+    names = list(row_flags)
+    code = np.zeros(count, np.int64)
+    for bit, flag in enumerate(names):
+        code |= row_flags[flag].to_numpy(zero_copy_only=False).astype(np.int64) << bit
+    distinct, inverse = np.unique(code, return_inverse=True)
+    lists = [sorted({*flags, *(f for bit, f in enumerate(names) if c >> bit & 1)}) for c in distinct.tolist()]
+    return pa.array(lists, pa.list_(pa.string())).take(pa.array(inverse.astype(np.int32)))
 
 
 def _inferred_commit_ts(last_on_partition: int | None, kafka_ms: int | None, offset: int) -> int | None:

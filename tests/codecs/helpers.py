@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from spark_jobs.canonical.values import int_bits, parse_type
-from spark_jobs.codecs import ChangeEvent, Decoder, decoder_class, make_decoder
+from spark_jobs.codecs import ChangeEvent, DecodeError, Decoder, column_decoder, decoder_class, make_decoder
 from ticdc_devkit.simulator.model import Column, Message, Table
 from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS
 
@@ -64,8 +64,40 @@ def changefeed_options(protocol: str, registry_url: str) -> dict[str, Any]:
 def decode(
     protocol: str, key: bytes | None, value: bytes | None, options: Mapping[str, Any] | None = None
 ) -> list[ChangeEvent]:
-    """One message through a new decoder of `protocol` with exactly these options."""
-    return make_decoder(protocol, options).decode(key, value, None)
+    """One message through a new decoder of `protocol` with exactly these options; where the protocol also
+    decodes column-wise, the column path must give the same events or leave the message to `decode`."""
+    try:
+        events = make_decoder(protocol, options).decode(key, value, None)
+    except DecodeError:
+        agree_by_columns(protocol, options, [value], {0: None})
+        raise
+    agree_by_columns(protocol, options, [value], {0: [e.to_dict() for e in events]})
+    return events
+
+
+def agree_by_columns(
+    protocol: str,
+    options: Mapping[str, Any] | None,
+    values: list[bytes | None],
+    reference: dict[int, list[dict] | None],
+) -> int:
+    """Decode `values` column-wise with a new decoder and check every message the column path decodes against
+    `reference` (message index -> to_dict() of the row-wise events, None where `decode` raised): the column path
+    decodes a message only to the same events, and never one that `decode` rejects. Returns how many it decoded."""
+    decoder = column_decoder(make_decoder(protocol, options))
+    if decoder is None:
+        return 0
+    result = decoder.decode_columns(values)
+    got: dict[int, list[dict]] = {}
+    for block in result.blocks:
+        for index, event in block.events():
+            got.setdefault(index, []).append(event.to_dict())
+    assert not got.keys() & set(result.row_wise), "a message both decoded by columns and left row-wise"
+    assert got.keys() | set(result.row_wise) == set(range(len(values))), "a message neither decoded nor left"
+    for index, events in got.items():
+        assert reference[index] is not None, f"message {index}: the column path decoded what decode rejects"
+        assert events == reference[index], f"message {index}"
+    return len(got)
 
 
 def changefeed_decoder(protocol: str, options: Mapping[str, Any]) -> Decoder:
@@ -84,6 +116,19 @@ def decode_partitions(protocol: str, messages: list[Message], options: Mapping[s
             decoded[m.partition] = []
         events = decoders[m.partition].decode(m.key, m.value, list(m.headers) or None)
         decoded[m.partition].extend(e.to_dict() for e in events)
+    allowed = decoder_class(protocol).OPTIONS
+    reference = (
+        {
+            i: [e.to_dict() for e in changefeed_decoder(protocol, options).decode(m.key, m.value, None)]
+            for i, m in enumerate(messages)
+        }
+        if column_decoder(changefeed_decoder(protocol, options)) is not None
+        else {}
+    )
+    if reference:
+        agree_by_columns(
+            protocol, {k: v for k, v in options.items() if k in allowed}, [m.value for m in messages], reference
+        )
     return decoded
 
 

@@ -1,0 +1,138 @@
+"""Column-wise value conversion, for codecs that decode a batch of messages at once (`ColumnDecoder`).
+
+A column of text as a protocol sent it becomes canonical text in a few Arrow compute calls: a `ColumnRule`
+names the RE2 pattern of text that is canonical as sent (its converter would return it unchanged), so only
+the rest is converted, by the same per-value converter the row-wise path uses. Converting each distinct value
+once covers the columns whose values repeat (ENUM, SET, FLOAT); a TIMESTAMP in a changefeed's time zone is
+moved to UTC once per distinct minute. A value its converter rejects is reported by row, so its message can be
+decoded row-wise (the reference), which gives the exact DecodeError; the rest of the batch is unaffected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+Converter = Callable[[str], str]
+# Errors a converter raises for a bad value; they are the value's fault, never the batch's.
+BAD_VALUE = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError, OverflowError)
+
+# RE2 patterns of text that is canonical as sent, shared by every codec
+DIGITS = r"^(?:0|[1-9][0-9]*)$"
+SIGNED = r"^(?:0|-?[1-9][0-9]*)$"
+YEAR = r"^[0-9]{4}$"
+# DOUBLE in Python's shortest form (`fast_paths.DOUBLE_SHAPE` without its look-ahead), checked with at most 16
+# characters so that its digits are the shortest that round-trip
+DOUBLE = r"^(?:-?[1-9][0-9]*\.[0-9]*[1-9]|-?[1-9][0-9]*\.0|-?0\.0{0,3}[1-9](?:[0-9]*[1-9])?|0\.0)$"
+DATE = r"^.{4}-.{2}-.{2}$"
+DATETIME = r"^.{4}-.{5} .{2}:.{5}"
+TIME = r"^[^:]*:[^:]*:[^:]*$"
+NEGATIVE_ZERO = r"^-[0.]*$"
+
+
+def decimal_pattern(scale: int | None) -> str:
+    """DECIMAL text with exactly `scale` fraction digits (any, for None) and no leading zeros."""
+    whole = r"-?(?:0|[1-9][0-9]*)"
+    if scale is None:
+        return rf"^{whole}(?:\.[0-9]+)?$"
+    if scale == 0:
+        return rf"^{whole}$"
+    return rf"^{whole}\.[0-9]{{{scale}}}$"
+
+
+@dataclass(frozen=True)
+class ColumnRule:
+    """How one column's text becomes canonical.
+
+    `convert` is the row-wise path's converter (None: the text is canonical as sent). Text matching `keep` (and
+    not `keep_not`, and at most `max_length` characters) is canonical as sent; the rest is converted value by
+    value, or once per distinct value when `distinct`. `minute` makes a TIMESTAMP's UTC minute from its local
+    `YYYY-MM-DD HH:MM` (None where it must be converted whole), for text matching `keep`.
+    """
+
+    convert: Converter | None = None
+    keep: str | None = None
+    keep_not: str | None = None
+    max_length: int | None = None
+    distinct: bool = False
+    minute: Callable[[str], str | None] | None = None
+
+
+AS_SENT = ColumnRule()
+
+
+def converted(values: Any, rule: ColumnRule) -> tuple[Any, Any]:
+    """(canonical column, rows whose value the converter rejected or None): `values` a string array."""
+    convert = rule.convert
+    if convert is None or len(values) == 0:
+        return values, None
+    todo = values.is_valid()
+    if rule.minute is not None:
+        values, moved = _by_minute(values, rule)
+        todo = pc.and_not(todo, moved)
+    elif rule.keep is not None:
+        kept = pc.match_substring_regex(values, rule.keep)
+        if rule.keep_not is not None:
+            kept = pc.and_not(kept, pc.match_substring_regex(values, rule.keep_not))
+        if rule.max_length is not None:
+            kept = pc.and_(kept, pc.less_equal(pc.utf8_length(values), rule.max_length))
+        todo = pc.and_not(todo, pc.fill_null(kept, False))
+    if not pc.any(todo).as_py():
+        return values, None
+    texts = values.filter(todo)
+    if rule.distinct:
+        distinct = pc.unique(texts)
+        results, failed = _each(convert, distinct.to_pylist())
+        new = pa.array(results, pa.string()).take(pc.index_in(texts, distinct))
+        bad_among = None if failed is None else pa.array(failed).take(pc.index_in(texts, distinct))
+    else:
+        results, failed = _each(convert, texts.to_pylist())
+        new = pa.array(results, pa.string())
+        bad_among = None if failed is None else pa.array(failed)
+    out = pc.replace_with_mask(values, todo, new)
+    if bad_among is None:
+        return out, None
+    bad = pc.replace_with_mask(pa.array([False] * len(values)), todo, bad_among)
+    return out, bad
+
+
+def _each(convert: Converter, texts: list[str]) -> tuple[list[str | None], list[bool] | None]:
+    """Each text converted; (results with None where it failed, which failed or None when none did)."""
+    results: list[str | None] = []
+    failed: list[bool] | None = None
+    for i, text in enumerate(texts):
+        try:
+            results.append(convert(text))
+        except BAD_VALUE:
+            results.append(None)
+            if failed is None:
+                failed = [False] * len(texts)
+            failed[i] = True
+    return results, failed
+
+
+def _by_minute(values: Any, rule: ColumnRule) -> tuple[Any, Any]:
+    """(column, rows moved): TIMESTAMP text moved to UTC once per distinct local minute where `rule.minute` knows
+    it; the rest as sent, for its converter."""
+    assert rule.minute is not None and rule.keep is not None
+    usable = pc.and_(
+        pc.fill_null(pc.match_substring_regex(values, rule.keep), False),
+        pc.invert(pc.fill_null(pc.starts_with(values, "0000"), True)),
+    )
+    if not pc.any(usable).as_py():
+        return values, usable
+    minutes = pc.utf8_slice_codeunits(values, 0, 16)
+    distinct = pc.unique(minutes.filter(usable))
+    utc = pa.array([rule.minute(m) for m in distinct.to_pylist()], pa.string())
+    moved = pc.binary_join_element_wise(
+        utc.take(pc.index_in(minutes, distinct)), pc.utf8_slice_codeunits(values, 16, 1 << 30), ""
+    )
+    done = pc.and_(usable, moved.is_valid())
+    return pc.if_else(done, moved, values), done
+
+
+__all__ = ["AS_SENT", "BAD_VALUE", "ColumnRule", "Converter", "converted", "decimal_pattern"]

@@ -1,0 +1,145 @@
+"""The column path against the row-wise reference: the same events from the codec, the same silver rows.
+
+Random tables over every type and random streams (inserts, updates that may change the key, deletes, NULLs) are
+encoded with every Canal-JSON option that shapes a row message, decoded column-wise and one by one. The codec's
+blocks must give exactly the reference's events; `decode_batches` must give exactly the rows it gives row-wise,
+with bad messages in the batch quarantined alike and costing nothing to the rest.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spark_jobs.bronze.kafka_reader import MESSAGE_SCHEMA
+from spark_jobs.codecs import column_decoder, make_decoder
+from spark_jobs.silver.decode import decode_batches
+from tests.codecs.helpers import agree_by_columns, changefeed_decoder
+from tests.codecs.test_cross_protocol import streams
+from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.stream import encode_stream
+from ticdc_devkit.simulator.workload import create_table_sql
+
+CANAL_OPTIONS = [
+    {},
+    {"enable-tidb-extension": True},
+    {"enable-tidb-extension": True, "only-output-updated-columns": True},
+    {"content-compatible": True},
+    {"enable-tidb-extension": True, "time-zone": "Asia/Shanghai"},
+    {"enable-tidb-extension": True, "time-zone": "America/New_York", "output-raw-change-event": True},
+    {"output-raw-change-event": True, "only-output-updated-columns": True},
+]
+# not Kafka's: a few malformed values, each quarantined by the row-wise decoder with its reason
+BAD_VALUES = [
+    b"",
+    b"not json",
+    b'{"database":"shop","table":"t","isDdl":false,"type":"INSERT","es":1,"mysqlType":{"id":"int"},"data":[{"id":"x"}]}',
+    b'{"database":"shop","table":"t","isDdl":false,"type":"INSERT","es":1,"mysqlType":{"id":"int"},"data":[]}',
+    b'{"database":"shop","table":"t","isDdl":false,"type":"UPDATE","es":1,"mysqlType":{"id":"int"},'
+    b'"data":[{"id":"1"}],"old":[{"id":"1"},{"id":"2"}]}',
+]
+
+
+def bronze_batch(values: list[bytes | None]) -> pa.RecordBatch:
+    rows = [
+        {"topic": "t", "partition": 0, "offset": i, "timestamp": None, "key": None, "value": v, "headers": []}
+        for i, v in enumerate(values)
+    ]
+    return pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
+
+
+def silver_rows(values: list[bytes | None], options: dict, column_wise: bool) -> list[dict]:
+    batches = decode_batches(iter([bronze_batch(values)]), "canal-json", options, column_wise=column_wise)
+    rows = [row for batch in batches for row in pa.Table.from_batches([batch]).to_pylist()]
+    for row in rows:  # maps as dicts: the order of a map's entries carries nothing
+        for name in ("before", "after", "column_types"):
+            row[name] = None if row[name] is None else dict(row[name])
+    return sorted(rows, key=lambda r: (r["offset"], r["event_index"]))
+
+
+def decoder_options(options: dict) -> dict:
+    return {k: v for k, v in options.items() if k != "output-raw-change-event"}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(events=streams(), option=st.sampled_from(CANAL_OPTIONS), bad=st.lists(st.sampled_from(BAD_VALUES), max_size=3))
+def test_the_column_path_gives_the_reference_answers(events, option, bad):
+    messages = encode_stream("canal-json", events, options=dict(option))
+    values = [m.value for m in messages] + bad
+    options = decoder_options(option)
+    reference = {}
+    for i, value in enumerate(values):
+        try:
+            reference[i] = [e.to_dict() for e in changefeed_decoder("canal-json", options).decode(None, value)]
+        except Exception:
+            reference[i] = None
+    decoded = agree_by_columns("canal-json", options, values, reference)
+    row_messages = [i for i, got in reference.items() if got and all(e["kind"] == "row" for e in got)]
+    assert decoded == len(row_messages), "every row message of the usual form decodes column-wise"
+    assert silver_rows(values, options, True) == silver_rows(values, options, False)
+
+
+KEYED = Table(
+    "shop",
+    "odd keys",
+    (
+        Column("k", "varchar(40)", nullable=False),
+        Column("n", "int", nullable=False),
+        Column("v", "varchar(40)"),
+        Column("b", "varbinary(8)"),
+        Column("f", "float"),
+        Column("e", "enum('a','b')"),
+    ),
+    key=("k", "n"),
+)
+
+
+def test_row_keys_escape_as_json_does_and_bad_values_cost_only_their_message():
+    keys = ["plain", 'quote " inside', "back\\slash", "tab\there", "nul\x00", "日本語 😀", "\u2028", "\x7f"]
+    ts = 1_763_900_000_000 << 18
+    events: list = [Ddl(ts, "shop", "odd keys", create_table_sql(KEYED), "create_table", table_after=KEYED)]
+    rows = [
+        {"k": k, "n": i - 3, "v": None if i % 2 else k, "b": bytes([i, 255]), "f": 1.1 * i, "e": "b"}
+        for i, k in enumerate(keys)
+    ]
+    for i, row in enumerate(rows):
+        events.append(RowChange(ts + (i + 1 << 18), "insert", KEYED, None, row))
+    moved = {**rows[1], "k": 'moved "key"'}
+    events.append(RowChange(ts + (20 << 18), "update", KEYED, rows[1], moved))
+    events.append(RowChange(ts + (21 << 18), "delete", KEYED, rows[2], None))
+    events.append(Watermark(ts + (30 << 18)))
+    options = {"enable-tidb-extension": True, "output-raw-change-event": True}
+    values = [m.value for m in encode_stream("canal-json", events, options=dict(options))]
+    bad = values[3].replace(b'"n":"-1"', b'"n":"zero"')
+    assert bad != values[3]
+    values.insert(4, bad)
+    options = decoder_options(options)
+    column_wise = silver_rows(values, options, True)
+    assert column_wise == silver_rows(values, options, False)
+    quarantined = [r for r in column_wise if r["kind"] == "quarantine"]
+    assert [(r["offset"], r["reason"]) for r in quarantined] == [
+        (4, "canal-json: bad value for column 'n': not an integer: 'zero' (at data[0].n)")
+    ]
+    by_key = {r["row_key"]: r for r in column_wise if r["kind"] == "row"}
+    assert '["quote \\" inside","-2"]' in by_key
+    assert '["back\\\\slash","-1"]' in by_key
+    assert '["tab\\there","0"]' in by_key
+    assert '["nul\\u0000","1"]' in by_key
+    assert '["日本語 😀","2"]' in by_key
+    split = [r for r in column_wise if "key_change_split" in r["flags"]]
+    assert [(r["op"], r["row_key"], r["event_index"]) for r in split] == [
+        ("delete", '["quote \\" inside","-2"]', 0),
+        ("insert", '["moved \\"key\\"","-2"]', 1),
+    ]
+    decoder = column_decoder(make_decoder("canal-json", options))
+    assert decoder is not None
+    result = decoder.decode_columns(values)
+    assert result.row_wise == [0, 4, len(values) - 1]  # the CREATE TABLE, the bad value, the watermark
+
+
+@pytest.mark.parametrize("protocol", ["open", "debezium", "avro", "simple-json", "simple-avro"])
+def test_protocols_without_a_column_path_decode_row_wise(protocol):
+    options = {"schema-registry-url": "http://127.0.0.1:1"} if protocol == "avro" else {}
+    assert column_decoder(make_decoder(protocol, options)) is None
