@@ -462,15 +462,22 @@ PROFILE_ROWS = 20_000
 
 def profile_decode(protocol: str, options: dict, sample) -> dict:
     """decode_batches over a sample of bronze rows in this process (one core, no Spark): its plain rate,
-    then one pass with its parts timed (the codec's decode, Arrow in and out, row_key; the rest is the
-    loop that puts events into columns), by swapping timing wrappers into its module."""
+    then one pass with its parts timed (the column path's decode_columns and block_rows; the row-wise path's
+    codec decode, Arrow in and out, row_key; the rest is the loop that puts events into columns), by swapping
+    timing wrappers into its module."""
     import spark_jobs.silver.decode as module
 
     batches = sample.select(["topic", "partition", "offset", "timestamp", "key", "value", "headers"]).to_batches(
         max_chunksize=10_000
     )
-    seconds = {"codec decode": 0.0, "Arrow in (columns to Python)": 0.0, "Arrow out (columns to Arrow)": 0.0}
-    seconds["row_key"] = 0.0
+    seconds = {
+        "codec decode_columns": 0.0,
+        "blocks into rows (block_rows)": 0.0,
+        "codec decode": 0.0,
+        "Arrow in (columns to Python)": 0.0,
+        "Arrow out (columns to Arrow)": 0.0,
+        "row_key": 0.0,
+    }
     clock = time.perf_counter
 
     def timing(name: str, fn: Callable) -> Callable:
@@ -485,7 +492,10 @@ def profile_decode(protocol: str, options: dict, sample) -> dict:
 
     class TimedDecoder:
         def __init__(self, decoder):
+            self.protocol = decoder.protocol
             self.decode = timing("codec decode", decoder.decode)
+            if hasattr(decoder, "decode_columns"):
+                self.decode_columns = timing("codec decode_columns", decoder.decode_columns)
 
     def run() -> int:
         return sum(b.num_rows for b in module.decode_batches(iter(batches), protocol, options, []))
@@ -494,13 +504,14 @@ def profile_decode(protocol: str, options: dict, sample) -> dict:
     started = clock()
     events = run()
     plain_s = clock() - started
-    saved = {name: getattr(module, name) for name in ("_messages", "make_decoder", "row_key")}
+    saved = {name: getattr(module, name) for name in ("_messages", "make_decoder", "row_key", "block_rows")}
     record_batch = module.DecodedColumns.record_batch
     try:
         module._messages = timing("Arrow in (columns to Python)", saved["_messages"])
         module.DecodedColumns.record_batch = timing("Arrow out (columns to Arrow)", record_batch)
         module.make_decoder = lambda *a, **k: TimedDecoder(saved["make_decoder"](*a, **k))
         module.row_key = timing("row_key", saved["row_key"])
+        module.block_rows = timing("blocks into rows (block_rows)", saved["block_rows"])
         started = clock()
         run()
         total = clock() - started
@@ -881,8 +892,8 @@ def report(results: list[dict]) -> None:
             pr = r["profile"]
             print(
                 f"  {'':<12} decode_batches alone, in one Python process on {pr['rows']:,} of these rows: "
-                f"{pr['events'] / pr['plain_s']:,.0f} events/s on one core; under cProfile: "
-                + ", ".join(f"{k} {100 * v:.0f}%" for k, v in pr["shares"].items())
+                f"{pr['events'] / pr['plain_s']:,.0f} events/s on one core; its parts timed: "
+                + ", ".join(f"{k} {100 * v:.0f}%" for k, v in pr["shares"].items() if v >= 0.005)
             )
         print(
             f"  {'':<12} {r['messages']:,} messages ({r['bronze_bytes'] / 1e6:.0f} MB) -> {r['row_changes']:,} row changes, "
