@@ -211,7 +211,7 @@ def decode_all(protocol: str, messages: list[Message], options: dict, row_wise: 
         def run_columns() -> int:
             events = 0
             for batch in batches:
-                result = decode_columns([value for _, value, _ in batch])
+                result = decode_columns([key for key, _, _ in batch], [value for _, value, _ in batch])
                 events += sum(len(block) for block in result.blocks)
                 for index in result.row_wise:
                     events += len(decode(*batch[index]))

@@ -55,7 +55,7 @@ class ColumnDecode:
 
 
 class ColumnDecoder(Decoder, _Protocol):
-    def decode_columns(self, values: Sequence[bytes | None]) -> ColumnDecode: ...
+    def decode_columns(self, keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> ColumnDecode: ...
 
 
 def column_decoder(decoder: Decoder) -> ColumnDecoder | None:

@@ -749,7 +749,7 @@ class CanalJsonDecoder:
 
     # ---- the column path ---------------------------------------------------------------------------
 
-    def decode_columns(self, values: Sequence[bytes | None]) -> ColumnDecode:
+    def decode_columns(self, keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> ColumnDecode:
         """Row messages of the usual form as RowBlocks; every other message (DDL, watermark, claim check,
         compression, several documents, anything malformed or a value its converter rejects) left to `decode`.
 

@@ -109,7 +109,7 @@ def decode_batches(
         out = DecodedColumns()
         rest = batch
         if by_columns is not None:
-            decoded = by_columns.decode_columns(batch.column("value").to_pylist())
+            decoded = by_columns.decode_columns(batch.column("key").to_pylist(), batch.column("value").to_pylist())
             for block in decoded.blocks:
                 yield block_rows(block, batch)
             rest = batch.take(pa.array(decoded.row_wise, pa.int32()))

@@ -69,31 +69,31 @@ def decode(
     try:
         events = make_decoder(protocol, options).decode(key, value, None)
     except DecodeError:
-        agree_by_columns(protocol, options, [value], {0: None})
+        agree_by_columns(protocol, options, [(key, value)], {0: None})
         raise
-    agree_by_columns(protocol, options, [value], {0: [e.to_dict() for e in events]})
+    agree_by_columns(protocol, options, [(key, value)], {0: [e.to_dict() for e in events]})
     return events
 
 
 def agree_by_columns(
     protocol: str,
     options: Mapping[str, Any] | None,
-    values: list[bytes | None],
+    messages: list[tuple[bytes | None, bytes | None]],
     reference: dict[int, list[dict] | None],
 ) -> int:
-    """Decode `values` column-wise with a new decoder and check every message the column path decodes against
+    """Decode `messages` (key, value) column-wise with a new decoder and check every message the column path decodes against
     `reference` (message index -> to_dict() of the row-wise events, None where `decode` raised): the column path
     decodes a message only to the same events, and never one that `decode` rejects. Returns how many it decoded."""
     decoder = column_decoder(make_decoder(protocol, options))
     if decoder is None:
         return 0
-    result = decoder.decode_columns(values)
+    result = decoder.decode_columns([key for key, _ in messages], [value for _, value in messages])
     got: dict[int, list[dict]] = {}
     for block in result.blocks:
         for index, event in block.events():
             got.setdefault(index, []).append(event.to_dict())
     assert not got.keys() & set(result.row_wise), "a message both decoded by columns and left row-wise"
-    assert got.keys() | set(result.row_wise) == set(range(len(values))), "a message neither decoded nor left"
+    assert got.keys() | set(result.row_wise) == set(range(len(messages))), "a message neither decoded nor left"
     for index, events in got.items():
         assert reference[index] is not None, f"message {index}: the column path decoded what decode rejects"
         assert events == reference[index], f"message {index}"
@@ -127,7 +127,10 @@ def decode_partitions(protocol: str, messages: list[Message], options: Mapping[s
     )
     if reference:
         agree_by_columns(
-            protocol, {k: v for k, v in options.items() if k in allowed}, [m.value for m in messages], reference
+            protocol,
+            {k: v for k, v in options.items() if k in allowed},
+            [(m.key, m.value) for m in messages],
+            reference,
         )
     return decoded
 

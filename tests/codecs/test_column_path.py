@@ -75,7 +75,7 @@ def test_the_column_path_gives_the_reference_answers(events, option, bad):
             reference[i] = [e.to_dict() for e in changefeed_decoder("canal-json", options).decode(None, value)]
         except Exception:
             reference[i] = None
-    decoded = agree_by_columns("canal-json", options, values, reference)
+    decoded = agree_by_columns("canal-json", options, [(None, v) for v in values], reference)
     row_messages = [i for i, got in reference.items() if got and all(e["kind"] == "row" for e in got)]
     assert decoded == len(row_messages), "every row message of the usual form decodes column-wise"
     assert silver_rows(values, options, True) == silver_rows(values, options, False)
@@ -135,7 +135,7 @@ def test_row_keys_escape_as_json_does_and_bad_values_cost_only_their_message():
     ]
     decoder = column_decoder(make_decoder("canal-json", options))
     assert decoder is not None
-    result = decoder.decode_columns(values)
+    result = decoder.decode_columns([None] * len(values), values)
     assert result.row_wise == [0, 4, len(values) - 1]  # the CREATE TABLE, the bad value, the watermark
 
 
