@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import operator
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Annotated, Any, Literal, Protocol, cast
@@ -467,21 +468,19 @@ def _column_rule(convert: Converter | None) -> columns.ColumnRule:
     if convert is None:
         return columns.AS_SENT
     kind = _KINDS.get(convert) or getattr(convert, "kind", None)
-    keep = {
-        "integer": columns.SIGNED if convert is _signed else columns.DIGITS,
-        "bit": columns.DIGITS,
-        "year": columns.YEAR,
+    keep: dict[str | None, columns.Keep] = {
+        "integer": columns.signed if convert is _signed else columns.digits,
+        "bit": columns.digits,
+        "year": columns.year,
         "date": columns.DATE,
         "datetime": columns.DATETIME,
         "time": columns.TIME,
+        "double": columns.double,
     }
     if kind in keep:
         return columns.ColumnRule(convert, keep=keep[kind])
-    if kind == "double":
-        return columns.ColumnRule(convert, keep=columns.DOUBLE, max_length=16)
     if kind == "decimal":
-        scale = cast(_DecimalConverter, convert).scale
-        return columns.ColumnRule(convert, keep=columns.decimal_pattern(scale), keep_not=columns.NEGATIVE_ZERO)
+        return columns.ColumnRule(convert, keep=columns.decimal(cast(_DecimalConverter, convert).scale))
     if kind == "timestamp":
         minute = cast(_Timestamp, convert).minute
         return columns.ColumnRule(convert, keep=columns.DATETIME, minute=minute)
@@ -777,6 +776,9 @@ class CanalJsonDecoder:
     ) -> None:
         decode, unset = _ENVELOPE.decode, msgspec.UNSET
         members: dict[_ShapeKey, list[_Member]] = {}
+        # (database, table) -> the raw type map, key and ts kind last seen for it, and their members: most
+        # messages find their shape here by comparing bytes, without hashing the type map
+        last: dict[tuple[str, str], tuple[msgspec.Raw, tuple[str, ...] | None, bool, list[_Member]]] = {}
         for i in range(start, stop):
             try:  # the envelope's types admit only a row message of the usual form: the rest go row-wise
                 doc = decode(values[i])  # type: ignore[arg-type]  # None: TypeError
@@ -785,13 +787,18 @@ class CanalJsonDecoder:
                 continue
             tidb = doc.tidb
             if tidb is not None and tidb.commitTs is not unset:
-                key = (doc.database, doc.table, bytes(doc.mysqlType), doc.pkNames, False)
-                members.setdefault(key, []).append((i, tidb.commitTs, doc))
+                ts, inferred = tidb.commitTs, False
             elif doc.es is not None:
-                key = (doc.database, doc.table, bytes(doc.mysqlType), doc.pkNames, True)
-                members.setdefault(key, []).append((i, doc.es << 18, doc))
+                ts, inferred = doc.es << 18, True
             else:
                 row_wise.append(i)
+                continue
+            name = (doc.database, doc.table)
+            seen = last.get(name)
+            if seen is None or seen[0] != doc.mysqlType or seen[1] != doc.pkNames or seen[2] is not inferred:
+                key = (doc.database, doc.table, bytes(doc.mysqlType), doc.pkNames, inferred)
+                seen = last[name] = (doc.mysqlType, doc.pkNames, inferred, members.setdefault(key, []))
+            seen[3].append((i, ts, doc))  # type: ignore[arg-type]
         for key, found in members.items():
             shape = shapes.get(key)
             if shape is None:
@@ -834,6 +841,7 @@ class _Envelope(msgspec.Struct, gc=False):
 
 
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
+_TYPE_OF, _DATA_OF = operator.attrgetter("type"), operator.attrgetter("data")
 # (database, table, raw mysqlType, pkNames, commit ts inferred) and (message index, commit ts, envelope)
 _ShapeKey = tuple[str, str, bytes, tuple[str, ...] | None, bool]
 _Member = tuple[int, int, _Envelope]
@@ -864,11 +872,12 @@ class _Shape:
         if types is None:
             row_wise.extend(i for i, _, _ in members)
             return
-        indices = [i for i, _, _ in members]
-        stamps = [ts for _, ts, _ in members]
-        docs = [doc for _, _, doc in members]
-        ops: list[str] = [doc.type for doc in docs]
-        data = _rows(types, [doc.data for doc in docs])
+        indices: list[int]
+        stamps: list[int]
+        docs: list[_Envelope]
+        indices, stamps, docs = map(list, zip(*members))  # type: ignore[assignment]
+        ops: list[str] = list(map(_TYPE_OF, docs))
+        data = _rows(types, list(map(_DATA_OF, docs)))
         olds: list[tuple[Any, ...] | None] = []
         updated: list[int] = []
         partial: list[int] = []  # messages whose old rows lacked columns, filled from their data rows

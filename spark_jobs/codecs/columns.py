@@ -1,8 +1,8 @@
 """Column-wise value conversion, for codecs that decode a batch of messages at once (`ColumnDecoder`).
 
 A column of text as a protocol sent it becomes canonical text in a few Arrow compute calls: a `ColumnRule`
-names the RE2 pattern of text that is canonical as sent (its converter would return it unchanged), so only
-the rest is converted, by the same per-value converter the row-wise path uses. Converting each distinct value
+names the test of text that is canonical as sent (its converter would return it unchanged), so only the rest
+is converted, by the same per-value converter the row-wise path uses. Converting each distinct value
 once covers the columns whose values repeat (ENUM, SET, FLOAT); a TIMESTAMP in a changefeed's time zone is
 moved to UTC once per distinct minute. A value its converter rejects is reported by row, so its message can be
 decoded row-wise (the reference), which gives the exact DecodeError; the rest of the batch is unaffected.
@@ -21,43 +21,79 @@ Converter = Callable[[str], str]
 # Errors a converter raises for a bad value; they are the value's fault, never the batch's.
 BAD_VALUE = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError, OverflowError)
 
-# RE2 patterns of text that is canonical as sent, shared by every codec
-DIGITS = r"^(?:0|[1-9][0-9]*)$"
-SIGNED = r"^(?:0|-?[1-9][0-9]*)$"
-YEAR = r"^[0-9]{4}$"
-# DOUBLE in Python's shortest form (`fast_paths.DOUBLE_SHAPE` without its look-ahead), checked with at most 16
-# characters so that its digits are the shortest that round-trip
-DOUBLE = r"^(?:-?[1-9][0-9]*\.[0-9]*[1-9]|-?[1-9][0-9]*\.0|-?0\.0{0,3}[1-9](?:[0-9]*[1-9])?|0\.0)$"
-DATE = r"^.{4}-.{2}-.{2}$"
-DATETIME = r"^.{4}-.{5} .{2}:.{5}"
-TIME = r"^[^:]*:[^:]*:[^:]*$"
-NEGATIVE_ZERO = r"^-[0.]*$"
+# Keep tests: a string array -> which of its texts are canonical as sent (null for null), each a subset of what
+# its converter returns unchanged; anything else is converted. Integers by ASCII-digit kernels (several times
+# faster than RE2), the rest by RE2 patterns, shared by every codec.
+Keep = Callable[[Any], Any]
 
 
-def decimal_pattern(scale: int | None) -> str:
-    """DECIMAL text with exactly `scale` fraction digits (any, for None) and no leading zeros."""
+def digits(values: Any) -> Any:
+    """Non-negative integer text without leading zeros."""
+    return pc.and_not(pc.ascii_is_decimal(values), _leading_zero(values))
+
+
+def signed(values: Any) -> Any:
+    """Integer text without leading zeros, `-` before any but zero."""
+    negative = pc.starts_with(values, "-")
+    body = pc.if_else(negative, pc.utf8_slice_codeunits(values, 1, _END), values)
+    return pc.and_not(digits(body), pc.and_(negative, pc.equal(body, "0")))
+
+
+def year(values: Any) -> Any:
+    """Four-digit YEAR text."""
+    return pc.and_(pc.ascii_is_decimal(values), pc.equal(pc.binary_length(values), 4))
+
+
+def matching(pattern: str) -> Keep:
+    """Text matching an RE2 pattern."""
+    return lambda values: pc.match_substring_regex(values, pattern)
+
+
+def decimal(scale: int | None) -> Keep:
+    """DECIMAL text with exactly `scale` fraction digits (any, for None), no leading zeros, not a negative zero."""
     whole = r"-?(?:0|[1-9][0-9]*)"
     if scale is None:
-        return rf"^{whole}(?:\.[0-9]+)?$"
-    if scale == 0:
-        return rf"^{whole}$"
-    return rf"^{whole}\.[0-9]{{{scale}}}$"
+        pattern = rf"^{whole}(?:\.[0-9]+)?$"
+    elif scale == 0:
+        pattern = rf"^{whole}$"
+    else:
+        pattern = rf"^{whole}\.[0-9]{{{scale}}}$"
+    return lambda values: pc.and_not(
+        pc.match_substring_regex(values, pattern), pc.match_substring_regex(values, NEGATIVE_ZERO)
+    )
+
+
+def double(values: Any) -> Any:
+    """DOUBLE text in Python's shortest form (`fast_paths.DOUBLE_SHAPE` without its look-ahead), at most 16
+    characters so that its digits are the shortest that round-trip."""
+    return pc.and_(pc.match_substring_regex(values, DOUBLE), pc.less_equal(pc.binary_length(values), 16))
+
+
+DOUBLE = r"^(?:-?[1-9][0-9]*\.[0-9]*[1-9]|-?[1-9][0-9]*\.0|-?0\.0{0,3}[1-9](?:[0-9]*[1-9])?|0\.0)$"
+NEGATIVE_ZERO = r"^-[0.]*$"
+# stricter than the converters' checks (digits where they take any character): what does not match is converted
+DATE = matching(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+DATETIME = matching(r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}")
+TIME = matching(r"^[^:]*:[^:]*:[^:]*$")
+_END = 1 << 30  # past the end of any text
+
+
+def _leading_zero(values: Any) -> Any:
+    return pc.and_(pc.starts_with(values, "0"), pc.greater(pc.binary_length(values), 1))
 
 
 @dataclass(frozen=True)
 class ColumnRule:
     """How one column's text becomes canonical.
 
-    `convert` is the row-wise path's converter (None: the text is canonical as sent). Text matching `keep` (and
-    not `keep_not`, and at most `max_length` characters) is canonical as sent; the rest is converted value by
-    value, or once per distinct value when `distinct`. `minute` makes a TIMESTAMP's UTC minute from its local
-    `YYYY-MM-DD HH:MM` (None where it must be converted whole), for text matching `keep`.
+    `convert` is the row-wise path's converter (None: the text is canonical as sent). Text that `keep` passes is
+    canonical as sent; the rest is converted value by value, or once per distinct value when `distinct`.
+    `minute` makes a TIMESTAMP's UTC minute from its local `YYYY-MM-DD HH:MM` (None where it must be converted
+    whole), for text `keep` passes; the text it does not move is converted.
     """
 
     convert: Converter | None = None
-    keep: str | None = None
-    keep_not: str | None = None
-    max_length: int | None = None
+    keep: Keep | None = None
     distinct: bool = False
     minute: Callable[[str], str | None] | None = None
 
@@ -75,12 +111,7 @@ def converted(values: Any, rule: ColumnRule) -> tuple[Any, Any]:
         values, moved = _by_minute(values, rule)
         todo = pc.and_not(todo, moved)
     elif rule.keep is not None:
-        kept = pc.match_substring_regex(values, rule.keep)
-        if rule.keep_not is not None:
-            kept = pc.and_not(kept, pc.match_substring_regex(values, rule.keep_not))
-        if rule.max_length is not None:
-            kept = pc.and_(kept, pc.less_equal(pc.utf8_length(values), rule.max_length))
-        todo = pc.and_not(todo, pc.fill_null(kept, False))
+        todo = pc.and_not(todo, pc.fill_null(rule.keep(values), False))
     if not pc.any(todo).as_py():
         return values, None
     texts = values.filter(todo)
@@ -120,7 +151,7 @@ def _by_minute(values: Any, rule: ColumnRule) -> tuple[Any, Any]:
     it; the rest as sent, for its converter."""
     assert rule.minute is not None and rule.keep is not None
     usable = pc.and_(
-        pc.fill_null(pc.match_substring_regex(values, rule.keep), False),
+        pc.fill_null(rule.keep(values), False),
         pc.invert(pc.fill_null(pc.starts_with(values, "0000"), True)),
     )
     if not pc.any(usable).as_py():
@@ -135,4 +166,4 @@ def _by_minute(values: Any, rule: ColumnRule) -> tuple[Any, Any]:
     return pc.if_else(done, moved, values), done
 
 
-__all__ = ["AS_SENT", "BAD_VALUE", "ColumnRule", "Converter", "converted", "decimal_pattern"]
+__all__ = ["AS_SENT", "BAD_VALUE", "ColumnRule", "Converter", "Keep", "converted"]
