@@ -798,7 +798,7 @@ class CanalJsonDecoder:
             if seen is None or seen[0] != doc.mysqlType or seen[1] != doc.pkNames or seen[2] is not inferred:
                 key = (doc.database, doc.table, bytes(doc.mysqlType), doc.pkNames, inferred)
                 seen = last[name] = (doc.mysqlType, doc.pkNames, inferred, members.setdefault(key, []))
-            seen[3].append((i, ts, doc))  # type: ignore[arg-type]
+            seen[3].append((i, ts, doc))
         for key, found in members.items():
             shape = shapes.get(key)
             if shape is None:
@@ -875,7 +875,7 @@ class _Shape:
         indices: list[int]
         stamps: list[int]
         docs: list[_Envelope]
-        indices, stamps, docs = map(list, zip(*members))  # type: ignore[assignment]
+        indices, stamps, docs = map(list, zip(*members))
         ops: list[str] = list(map(_TYPE_OF, docs))
         data = _rows(types, list(map(_DATA_OF, docs)))
         olds: list[tuple[Any, ...] | None] = []
