@@ -40,6 +40,7 @@ class RowBlock:
     after: Any  # pa.StructArray
     flags: tuple[str, ...] = ()
     row_flags: dict[str, Any] = field(default_factory=dict)  # flag -> pa.BooleanArray
+    schema_version: int | None = None  # Simple: the table schema version the rows refer to
 
     def __len__(self) -> int:
         return len(self.message)
@@ -68,6 +69,7 @@ class RowBlock:
                 before,
                 after,
                 dict(self.column_types),
+                self.schema_version,
                 flags=flags,
             )
             out.append((message, event))

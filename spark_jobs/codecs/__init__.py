@@ -59,9 +59,10 @@ class ColumnDecoder(Decoder, _Protocol):
 
 
 def column_decoder(decoder: Decoder) -> ColumnDecoder | None:
-    """The decoder itself where it decodes column-wise, else None. Only protocols whose messages decode in any
-    order do: the column path takes a batch's row messages before the messages left to `decode`."""
-    if not hasattr(decoder, "decode_columns") or needs_partition_order(decoder.protocol):
+    """The decoder itself where it decodes column-wise, else None. The caller decodes the messages a batch leaves
+    to `decode` after its blocks: a decoder that learns from earlier messages (Simple's schemas) learns from every
+    message of the batch, in order, inside `decode_columns`, so each row is read with the schema before it."""
+    if not hasattr(decoder, "decode_columns"):
         return None
     column_wise: ColumnDecoder = decoder  # type: ignore[assignment]
     return column_wise

@@ -24,23 +24,31 @@ import binascii
 import copy
 import datetime as dt
 import io
+import itertools
 import json
+import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 import fastavro
+import msgspec
+import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 from fastavro.types import NamedSchemas
 from fastavro.types import Schema as AvroSchema
 
 from spark_jobs import ddl
 from spark_jobs.canonical import values as V
+from spark_jobs.canonical.blocks import RowBlock, struct_of
 from spark_jobs.canonical.events import ChangeEvent
 from spark_jobs.canonical.events import table_schema as make_table_schema
-from spark_jobs.codecs import Headers, fast_paths
+from spark_jobs.codecs import ColumnDecode, Headers, columns, fast_paths
 from spark_jobs.codecs import checksum as crc
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
 from spark_jobs.errors import ConfigError, DecodeError, SchemaNotYetKnown
@@ -1113,6 +1121,294 @@ class SimpleJsonDecoder(_SimpleDecoder):
         if type(msg) is not dict:
             raise DecodeError(self.protocol, f"value must be a JSON object, got {type(msg).__name__}", "value")
         return msg
+
+    # ---- the column path ---------------------------------------------------------------------------
+
+    def decode_columns(self, keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> ColumnDecode:
+        """Row messages whose schema is known, without a checksum to verify, claim check or handle-key-only,
+        as RowBlocks; every other message left to `decode`. The messages are read in order, and one that the
+        envelope does not admit is decoded on the spot as well, so a bootstrap or DDL teaches its schema to the
+        rows after it (`decode` reads it again later, which changes nothing).
+
+        Messages are parsed in chunks of `_CHUNK` (a chunk's objects stay in the CPU's caches) into one text
+        array per column, schema and chunk; each schema's columns are then checked and converted for the whole
+        batch.
+        """
+        if self._compression != "none":
+            return ColumnDecode([], list(range(len(values))))
+        shapes: dict[int, _Shape] = {}
+        row_wise: list[int] = []
+        for start in range(0, len(values), _CHUNK):
+            self._read_chunk(values, start, min(start + _CHUNK, len(values)), shapes, row_wise)
+        blocks = [block for shape in shapes.values() if (block := shape.block(row_wise))]
+        row_wise.sort()
+        return ColumnDecode(blocks, row_wise)
+
+    def _read_chunk(
+        self, values: Sequence[bytes | None], start: int, stop: int, shapes: dict[int, _Shape], row_wise: list[int]
+    ) -> None:
+        decode, verify = _ENVELOPE.decode, self._verify_checksums
+        members: dict[int, list[tuple[int, _Envelope]]] = {}
+        for i in range(start, stop):
+            try:  # the envelope's types admit only a row message of the usual form
+                doc = decode(values[i])  # type: ignore[arg-type]  # None: TypeError
+            except (msgspec.DecodeError, TypeError):
+                row_wise.append(i)
+                self._learn(values[i])
+                continue
+            if (doc.checksum is not None and verify) or doc.claimCheckLocation or doc.handleKeyOnly:
+                row_wise.append(i)
+                continue
+            schema = self._last_schema
+            if (
+                schema is None
+                or schema.version != doc.schemaVersion
+                or schema.table != doc.table
+                or (schema.database != doc.database)
+            ):
+                schema = self._schemas.get((doc.database, doc.table, doc.schemaVersion))
+                if schema is None:
+                    row_wise.append(i)
+                    continue
+                self._last_schema = schema
+            members.setdefault(id(schema), []).append((i, doc))
+        for key, found in members.items():
+            shape = shapes.get(key)
+            if shape is None:
+                schema = self._schemas[(found[0][1].database, found[0][1].table, found[0][1].schemaVersion)]
+                shape = shapes[key] = _Shape(schema, self._column_plan(schema))
+            shape.add(found, row_wise)
+
+    def _learn(self, value: bytes | None) -> None:
+        """Decode a message the envelope did not admit, for what it teaches (a schema); its events and any error
+        are `decode`'s to give when the caller decodes it again."""
+        try:
+            self.decode(None, value)
+        except Exception:  # the caller decodes it again and reports it, exactly
+            pass
+
+    def _column_plan(self, schema: _Schema) -> _ColumnPlan:
+        """Per column of the schema, in order: its rule, and whether it is a TIMESTAMP (sent as {location, value})."""
+        converters = dict(schema.converters)
+        utc_locations = V.UTC_ZONE_NAMES | ({"Local"} if self._default_zone is None else set())
+        plan = _ColumnPlan([], [], utc_locations)
+        for c in schema.columns:
+            plan.rules.append(_column_rule(c, converters.get(c.name)))
+            plan.timestamps.append(c.base == "timestamp")
+        return plan
+
+
+_CHUNK = 512  # messages per chunk of the column path
+
+
+class _Envelope(msgspec.Struct, gc=False):
+    """What the column path reads of a Simple-JSON row message (anything else fails to decode here): the images
+    stay raw JSON until their schema's row Struct reads them."""
+
+    version: Literal[1]
+    type: Literal["INSERT", "UPDATE", "DELETE"]
+    database: str
+    table: str
+    schemaVersion: int
+    commitTs: int
+    data: msgspec.Raw = msgspec.Raw(b"null")
+    old: msgspec.Raw = msgspec.Raw(b"null")
+    checksum: Any = None
+    claimCheckLocation: Any = None
+    handleKeyOnly: Any = None
+
+
+_ENVELOPE = msgspec.json.Decoder(_Envelope)
+
+
+@dataclass
+class _ColumnPlan:
+    rules: list[columns.ColumnRule]
+    timestamps: list[bool]
+    utc_locations: frozenset[str] | set[str]
+
+
+def _column_rule(c: _Column, convert: Converter | None) -> columns.ColumnRule:
+    """The column path's rule for a column: text its converter returns unchanged, as a test over a whole column."""
+    if convert is None:
+        return columns.AS_SENT
+    base = c.base
+    keep: columns.Keep | None = None
+    if base in V.INTEGER_TYPES:
+        keep = columns.digits if c.unsigned else columns.signed
+    elif base == "bit":
+        keep = columns.digits
+    elif base == "year":
+        keep = columns.year
+    elif base == "decimal" and c.scale is not None:
+        fraction = rf"\.[0-9]{{{c.scale}}}" if c.scale else ""
+        keep = columns.matching(rf"^(?:0|[1-9][0-9]*){fraction}$")
+    elif base == "double":
+        keep = columns.double
+    elif base == "date":
+        keep = columns.DATE
+    elif base in ("datetime", "timestamp"):
+        fraction = r"(?:\.[0-9]+)?" if c.fsp is None else rf"\.[0-9]{{{c.fsp}}}" if c.fsp else ""
+        keep = columns.matching(rf"^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}} [0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}{fraction}$")
+    elif base == "time":
+        fraction = r"(?:\.[0-9]+)?" if c.fsp is None else rf"\.[0-9]{{{c.fsp}}}" if c.fsp else ""
+        keep = columns.matching(rf"^[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}{fraction}$")
+    elif base in V.BINARY_TYPES:
+        keep = columns.matching(_CANONICAL_BASE64)
+    return columns.ColumnRule(convert, keep=keep, distinct=base in ("enum", "set", "float"))
+
+
+# base64 that decodes and encodes back to itself: padding bits zero
+_CANONICAL_BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$"
+# a TIMESTAMP as Simple-JSON sends it, read from its raw JSON
+_ZONED = r'^\{"location":"(?P<location>[^"\\]*)","value":"(?P<value>[^"\\]*)"\}$'
+
+
+class _Shape:
+    """One schema's rows in a batch, gathered chunk by chunk: message, commit ts and op per row, and per image a
+    text array per column and chunk (TIMESTAMP columns: their raw JSON)."""
+
+    def __init__(self, schema: _Schema, plan: _ColumnPlan):
+        self.schema, self.plan = schema, plan
+        names = {f"c{i}": c.name for i, c in enumerate(schema.columns)}
+        kinds = [msgspec.Raw if ts else str | None for ts in plan.timestamps]
+        row = msgspec.defstruct("Row", list(zip(names, kinds)), rename=names, forbid_unknown_fields=True, gc=False)
+        self.read = msgspec.json.Decoder(list[row])  # type: ignore[valid-type]
+        self.fields = [operator.attrgetter(f) for f in names]
+        self.kinds = [pa.binary() if ts else pa.string() for ts in plan.timestamps]
+        self.messages: list[int] = []
+        self.commit_ts: list[int] = []
+        self.ops: list[str] = []
+        self.images: dict[str, list[list[Any]]] = {"data": [], "old": []}
+        self.has: dict[str, list[bool]] = {"data": [], "old": []}
+
+    def add(self, members: list[tuple[int, _Envelope]], row_wise: list[int]) -> None:
+        ops = [doc.type for _, doc in members]
+        data = self._rows([doc.data for _, doc in members], [op != "DELETE" for op in ops])
+        old = self._rows([doc.old for _, doc in members], [op != "INSERT" for op in ops])
+        fits = [(d is not None) and (o is not None) for d, o in zip(data, old)]
+        if not all(fits):
+            row_wise.extend(i for (i, _), fit in zip(members, fits) if not fit)
+            members = list(itertools.compress(members, fits))
+            ops, data, old = (list(itertools.compress(x, fits)) for x in (ops, data, old))
+            if not members:
+                return
+        self.messages.extend(i for i, _ in members)
+        self.commit_ts.extend(doc.commitTs for _, doc in members)
+        self.ops.extend(ops)
+        for image, rows in (("data", data), ("old", old)):
+            present = [r is not _ABSENT for r in rows]
+            self.has[image].extend(present)
+            kept = list(itertools.compress(rows, present))
+            self.images[image].append(
+                [
+                    pa.array(list(map(bytes, map(field, kept))) if timestamp else list(map(field, kept)), kind)
+                    for field, timestamp, kind in zip(self.fields, self.plan.timestamps, self.kinds)
+                ]
+            )
+
+    def _rows(self, raws: list[msgspec.Raw], wanted: list[bool]) -> list[Any]:
+        """Each message's image: its row Struct, `_ABSENT` where the op has none, None where it does not fit."""
+        picked = list(itertools.compress(raws, wanted))
+        try:
+            rows: list[Any] = self.read.decode(b"[" + b",".join(picked) + b"]")
+        except msgspec.DecodeError:
+            rows = []
+            for raw in picked:
+                try:
+                    rows.append(self.read.decode(b"[" + bytes(raw) + b"]")[0])
+                except msgspec.DecodeError:
+                    rows.append(None)
+        found = iter(rows)
+        return [next(found) if want else _ABSENT for want in wanted]
+
+    def block(self, row_wise: list[int]) -> RowBlock | None:
+        """The schema's RowBlock; a message holding a value its converter rejects goes to `row_wise`."""
+        if not self.messages:
+            return None
+        count = len(self.messages)
+        message = pa.array(self.messages, pa.int32())
+        op = pc.take(_OPS, pc.index_in(pa.array(self.ops, pa.string()), _TYPES))
+        bad = pa.array(np.zeros(count, bool))
+        images = {}
+        for image in ("data", "old"):
+            present = pa.array(self.has[image], pa.bool_())
+            chunks = self.images[image]
+            columns_of = []
+            for j, (rule, timestamp) in enumerate(zip(self.plan.rules, self.plan.timestamps)):
+                values = pa.concat_arrays([chunk[j] for chunk in chunks] or [pa.array([], self.kinds[j])])
+                if timestamp:
+                    column, rejected = _timestamps(values, rule, self.plan.utc_locations)
+                else:
+                    column, rejected = columns.converted(values, rule)
+                if rejected is not None:
+                    bad = pc.or_(bad, pc.replace_with_mask(pa.array(np.zeros(count, bool)), present, rejected))
+                columns_of.append(_spread(column, present))
+            images[image] = struct_of([c.name for c in self.schema.columns], columns_of, present)
+        commit_ts = pa.array(self.commit_ts, pa.int64())
+        before, after = images["old"], images["data"]
+        if pc.any(bad).as_py():  # a value its converter rejects: its message goes row-wise, for the exact error
+            row_wise.extend(message.filter(bad).to_pylist())
+            fine = pc.invert(bad)
+            if not pc.any(fine).as_py():
+                return None
+            message, commit_ts, op, before, after = (a.filter(fine) for a in (message, commit_ts, op, before, after))
+        schema = self.schema
+        return RowBlock(
+            schema.database,
+            schema.table,
+            schema.key_columns,
+            schema.column_types,
+            [c.name for c in schema.columns],
+            message,
+            commit_ts,
+            op,
+            before,
+            after,
+            schema_version=schema.version,
+        )
+
+
+_ABSENT = object()  # an image the op does not have (an insert's old, a delete's data)
+_TYPES = pa.array(list(DML_OPS), pa.string())
+_OPS = pa.array(list(DML_OPS.values()), pa.string())
+
+
+def _spread(column: Any, present: Any) -> Any:
+    """A column of the rows that have the image, spread over every row (null where it has none)."""
+    if len(column) == len(present):
+        return column
+    return pc.replace_with_mask(pa.nulls(len(present), pa.string()), present, column)
+
+
+def _timestamps(texts: Any, rule: columns.ColumnRule, utc_locations: frozenset[str] | set[str]) -> tuple[Any, Any]:
+    """A TIMESTAMP column from each value's raw JSON ({location, value}, or null): the value as sent where its
+    location is UTC and its text canonical, else the converter's text of {location, value}; rows whose JSON is of
+    another form, or whose value the converter rejects, are reported."""
+    null = pc.equal(texts, b"null")
+    parts = pc.extract_regex(texts.cast(pa.string()), _ZONED)
+    location, value = parts.field("location"), parts.field("value")
+    unread = pc.and_not(pc.invert(parts.is_valid()), null)
+    utc = pc.is_in(location, pa.array(sorted(utc_locations), pa.string()))
+    assert rule.keep is not None and rule.convert is not None
+    kept = pc.fill_null(pc.and_(utc, rule.keep(value)), False)
+    todo = pc.and_not(pc.and_not(parts.is_valid(), kept), null)
+    out = pc.if_else(kept, value, pa.nulls(len(texts), pa.string()))
+    failed = unread
+    if pc.any(todo).as_py():
+        convert = cast(Converter, rule.convert)  # Simple's converters take any JSON value
+        results: list[str | None] = []
+        rejected: list[bool] = []
+        for where, what in zip(location.filter(todo).to_pylist(), value.filter(todo).to_pylist()):
+            try:
+                results.append(convert({"location": where, "value": what}))
+                rejected.append(False)
+            except _BAD_INPUT:
+                results.append(None)
+                rejected.append(True)
+        out = pc.replace_with_mask(out, todo, pa.array(results, pa.string()))
+        failed = pc.or_(failed, pc.replace_with_mask(pa.array(np.zeros(len(texts), bool)), todo, pa.array(rejected)))
+    return out, (failed if pc.any(failed).as_py() else None)
 
 
 class SimpleAvroDecoder(_SimpleDecoder):

@@ -309,6 +309,7 @@ def block_rows(block: RowBlock, batch: pa.RecordBatch) -> pa.RecordBatch:
         "before": _map_of(before, names),
         "after": _map_of(after, names),
         "column_types": _array([block.column_types], _STR_MAP).take(every),
+        "schema_version": pa.array([block.schema_version], pa.int64()).take(every),
         "flags": _flags(block.flags, row_flags, count),
     }
     return pa.RecordBatch.from_arrays(

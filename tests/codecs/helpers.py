@@ -107,30 +107,25 @@ def changefeed_decoder(protocol: str, options: Mapping[str, Any]) -> Decoder:
 
 
 def decode_partitions(protocol: str, messages: list[Message], options: Mapping[str, Any]) -> dict[int, list[dict]]:
-    """Partition -> to_dict() of its events: one decoder per partition, its messages in order (as silver does)."""
+    """Partition -> to_dict() of its events: one decoder per partition, its messages in order (as silver does).
+    Where the protocol also decodes column-wise, each partition's messages decoded that way must agree."""
     decoders: dict[int, Decoder] = {}
     decoded: dict[int, list[dict]] = {}
-    for m in messages:
+    by_message: dict[int, list[tuple[int, Message, list[dict]]]] = {}
+    for i, m in enumerate(messages):
         if m.partition not in decoders:
             decoders[m.partition] = changefeed_decoder(protocol, options)
             decoded[m.partition] = []
-        events = decoders[m.partition].decode(m.key, m.value, list(m.headers) or None)
-        decoded[m.partition].extend(e.to_dict() for e in events)
+        events = [e.to_dict() for e in decoders[m.partition].decode(m.key, m.value, list(m.headers) or None)]
+        decoded[m.partition].extend(events)
+        by_message.setdefault(m.partition, []).append((i, m, events))
     allowed = decoder_class(protocol).OPTIONS
-    reference = (
-        {
-            i: [e.to_dict() for e in changefeed_decoder(protocol, options).decode(m.key, m.value, None)]
-            for i, m in enumerate(messages)
-        }
-        if column_decoder(changefeed_decoder(protocol, options)) is not None
-        else {}
-    )
-    if reference:
+    for part in by_message.values():
         agree_by_columns(
             protocol,
             {k: v for k, v in options.items() if k in allowed},
-            [(m.key, m.value) for m in messages],
-            reference,
+            [(m.key, m.value) for _, m, _ in part],
+            {n: events for n, (_, _, events) in enumerate(part)},
         )
     return decoded
 

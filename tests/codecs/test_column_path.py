@@ -1,7 +1,8 @@
 """The column path against the row-wise reference: the same events from the codec, the same silver rows.
 
 Random tables over every type and random streams (inserts, updates that may change the key, deletes, NULLs) are
-encoded with every Canal-JSON option that shapes a row message, decoded column-wise and one by one. The codec's
+encoded in each protocol with a column path, with every option that shapes a row message, and decoded
+column-wise and one by one. The codec's
 blocks must give exactly the reference's events; `decode_batches` must give exactly the rows it gives row-wise,
 with bad messages in the batch quarantined alike and costing nothing to the rest.
 """
@@ -22,24 +23,44 @@ from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermar
 from ticdc_devkit.simulator.stream import encode_stream
 from ticdc_devkit.simulator.workload import create_table_sql
 
-CANAL_OPTIONS = [
-    {},
-    {"enable-tidb-extension": True},
-    {"enable-tidb-extension": True, "only-output-updated-columns": True},
-    {"content-compatible": True},
-    {"enable-tidb-extension": True, "time-zone": "Asia/Shanghai"},
-    {"enable-tidb-extension": True, "time-zone": "America/New_York", "output-raw-change-event": True},
-    {"output-raw-change-event": True, "only-output-updated-columns": True},
-]
-# not Kafka's: a few malformed values, each quarantined by the row-wise decoder with its reason
-BAD_VALUES = [
-    b"",
-    b"not json",
-    b'{"database":"shop","table":"t","isDdl":false,"type":"INSERT","es":1,"mysqlType":{"id":"int"},"data":[{"id":"x"}]}',
-    b'{"database":"shop","table":"t","isDdl":false,"type":"INSERT","es":1,"mysqlType":{"id":"int"},"data":[]}',
-    b'{"database":"shop","table":"t","isDdl":false,"type":"UPDATE","es":1,"mysqlType":{"id":"int"},'
-    b'"data":[{"id":"1"}],"old":[{"id":"1"},{"id":"2"}]}',
-]
+# per protocol with a column path: the changefeed options that shape a row message, and malformed messages
+# (not Kafka's), each quarantined by the row-wise decoder with its reason
+OPTIONS = {
+    "canal-json": [
+        {},
+        {"enable-tidb-extension": True},
+        {"enable-tidb-extension": True, "only-output-updated-columns": True},
+        {"content-compatible": True},
+        {"enable-tidb-extension": True, "time-zone": "Asia/Shanghai"},
+        {"enable-tidb-extension": True, "time-zone": "America/New_York", "output-raw-change-event": True},
+        {"output-raw-change-event": True, "only-output-updated-columns": True},
+    ],
+    "simple-json": [
+        {},
+        {"time-zone": "Asia/Shanghai"},
+        {"output-raw-change-event": True, "time-zone": "America/New_York"},
+        {"integrity-check-level": "correctness"},
+        {"integrity-check-level": "correctness", "verify-checksums": False},
+    ],
+}
+BAD_VALUES = {
+    "canal-json": [
+        b"",
+        b"not json",
+        b'{"database":"shop","table":"t","isDdl":false,"type":"INSERT","es":1,"mysqlType":{"id":"int"},'
+        b'"data":[{"id":"x"}]}',
+        b'{"database":"shop","table":"t","isDdl":false,"type":"INSERT","es":1,"mysqlType":{"id":"int"},"data":[]}',
+        b'{"database":"shop","table":"t","isDdl":false,"type":"UPDATE","es":1,"mysqlType":{"id":"int"},'
+        b'"data":[{"id":"1"}],"old":[{"id":"1"},{"id":"2"}]}',
+    ],
+    "simple-json": [
+        b"",
+        b"[1]",
+        b'{"version":1,"type":"INSERT","database":"a","table":"a","schemaVersion":1,"commitTs":1,"data":{}}',
+        b'{"version":2,"type":"INSERT","database":"a","table":"a","schemaVersion":1,"commitTs":1,"data":{}}',
+    ],
+}
+ENCODER_ONLY = {"output-raw-change-event", "integrity-check-level"}
 
 
 def bronze_batch(values: list[bytes | None]) -> pa.RecordBatch:
@@ -50,8 +71,8 @@ def bronze_batch(values: list[bytes | None]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
 
 
-def silver_rows(values: list[bytes | None], options: dict, column_wise: bool) -> list[dict]:
-    batches = decode_batches(iter([bronze_batch(values)]), "canal-json", options, column_wise=column_wise)
+def silver_rows(protocol: str, values: list[bytes | None], options: dict, column_wise: bool) -> list[dict]:
+    batches = decode_batches(iter([bronze_batch(values)]), protocol, options, column_wise=column_wise)
     rows = [row for batch in batches for row in pa.Table.from_batches([batch]).to_pylist()]
     for row in rows:  # maps as dicts: the order of a map's entries carries nothing
         for name in ("before", "after", "column_types"):
@@ -60,25 +81,43 @@ def silver_rows(values: list[bytes | None], options: dict, column_wise: bool) ->
 
 
 def decoder_options(options: dict) -> dict:
-    return {k: v for k, v in options.items() if k != "output-raw-change-event"}
+    return {k: v for k, v in options.items() if k not in ENCODER_ONLY}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(events=streams(), option=st.sampled_from(CANAL_OPTIONS), bad=st.lists(st.sampled_from(BAD_VALUES), max_size=3))
-def test_the_column_path_gives_the_reference_answers(events, option, bad):
-    messages = encode_stream("canal-json", events, options=dict(option))
-    values = [m.value for m in messages] + bad
+@st.composite
+def cases(draw):
+    protocol = draw(st.sampled_from(sorted(OPTIONS)))
+    option = draw(st.sampled_from(OPTIONS[protocol]))
+    bad = draw(st.lists(st.sampled_from(BAD_VALUES[protocol]), max_size=3))
+    return protocol, option, bad
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(events=streams(), case=cases(), bad_at=st.integers(0, 1000))
+def test_the_column_path_gives_the_reference_answers(events, case, bad_at):
+    protocol, option, bad = case
+    messages = encode_stream(protocol, events, options=dict(option))
+    values = [m.value for m in messages]
+    for value in bad:  # anywhere in the stream: a bad message costs nothing to those around it
+        values.insert(bad_at % (len(values) + 1), value)
     options = decoder_options(option)
+    decoder = changefeed_decoder(protocol, options)  # one, in order: Simple learns its schemas as it goes
     reference = {}
     for i, value in enumerate(values):
         try:
-            reference[i] = [e.to_dict() for e in changefeed_decoder("canal-json", options).decode(None, value)]
+            reference[i] = [e.to_dict() for e in decoder.decode(None, value)]
         except Exception:
             reference[i] = None
-    decoded = agree_by_columns("canal-json", options, [(None, v) for v in values], reference)
-    row_messages = [i for i, got in reference.items() if got and all(e["kind"] == "row" for e in got)]
-    assert decoded == len(row_messages), "every row message of the usual form decodes column-wise"
-    assert silver_rows(values, options, True) == silver_rows(values, options, False)
+    decoded = agree_by_columns(protocol, options, [(None, v) for v in values], reference)
+    row_wise_only = {"handle_key_only", "claim_check"}
+    plain = [
+        i
+        for i, got in reference.items()
+        if got and all(e["kind"] == "row" and not row_wise_only & set(e["flags"]) for e in got)
+    ]
+    checked = option.get("integrity-check-level") and options.get("verify-checksums", True)
+    assert decoded >= (0 if checked else len(plain)), "every row message of the usual form decodes column-wise"
+    assert silver_rows(protocol, values, options, True) == silver_rows(protocol, values, options, False)
 
 
 KEYED = Table(
@@ -116,8 +155,8 @@ def test_row_keys_escape_as_json_does_and_bad_values_cost_only_their_message():
     assert bad != values[3]
     values.insert(4, bad)
     options = decoder_options(options)
-    column_wise = silver_rows(values, options, True)
-    assert column_wise == silver_rows(values, options, False)
+    column_wise = silver_rows("canal-json", values, options, True)
+    assert column_wise == silver_rows("canal-json", values, options, False)
     quarantined = [r for r in column_wise if r["kind"] == "quarantine"]
     assert [(r["offset"], r["reason"]) for r in quarantined] == [
         (4, "canal-json: bad value for column 'n': not an integer: 'zero' (at data[0].n)")
@@ -139,7 +178,7 @@ def test_row_keys_escape_as_json_does_and_bad_values_cost_only_their_message():
     assert result.row_wise == [0, 4, len(values) - 1]  # the CREATE TABLE, the bad value, the watermark
 
 
-@pytest.mark.parametrize("protocol", ["open", "debezium", "avro", "simple-json", "simple-avro"])
+@pytest.mark.parametrize("protocol", ["open", "debezium", "avro", "simple-avro"])
 def test_protocols_without_a_column_path_decode_row_wise(protocol):
     options = {"schema-registry-url": "http://127.0.0.1:1"} if protocol == "avro" else {}
     assert column_decoder(make_decoder(protocol, options)) is None
