@@ -782,7 +782,7 @@ class CanalJsonDecoder:
         for i in range(start, stop):
             try:  # the envelope's types admit only a row message of the usual form: the rest go row-wise
                 doc = decode(values[i])  # type: ignore[arg-type]  # None: TypeError
-            except (msgspec.DecodeError, TypeError):
+            except (msgspec.DecodeError, TypeError, RecursionError):
                 row_wise.append(i)
                 continue
             tidb = doc.tidb
@@ -818,8 +818,11 @@ class CanalJsonDecoder:
 _CHUNK = 512
 
 
+_MAX_TS = (1 << 63) - 1  # silver keeps a commit ts as a signed 64-bit integer
+
+
 class _Tidb(msgspec.Struct, gc=False):
-    commitTs: Annotated[int, msgspec.Meta(ge=0)] | msgspec.UnsetType = msgspec.UNSET
+    commitTs: Annotated[int, msgspec.Meta(ge=0, le=_MAX_TS)] | msgspec.UnsetType = msgspec.UNSET
     onlyHandleKey: Literal[False] = False
     claimCheckLocation: None = None
 
@@ -833,7 +836,7 @@ class _Envelope(msgspec.Struct, gc=False):
     isDdl: Literal[False]
     type: Literal["INSERT", "UPDATE", "DELETE"]
     pkNames: tuple[str, ...] | None = None
-    es: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    es: Annotated[int, msgspec.Meta(ge=0, le=_MAX_TS >> 18)] | None = None
     mysqlType: msgspec.Raw = msgspec.Raw(b"null")
     data: msgspec.Raw = msgspec.Raw(b"null")
     old: msgspec.Raw = msgspec.Raw(b"null")
@@ -982,13 +985,13 @@ def _rows(types: _ColumnTypes, images: list[msgspec.Raw]) -> list[tuple[Any, ...
     try:
         every: list[tuple[Any, ...] | None] = [*decode(b"[" + b",".join(images) + b"]")]
         return every
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         pass
     found: list[tuple[Any, ...] | None] = []
     for image in images:
         try:
             found.append(decode(b"[" + bytes(image) + b"]")[0])
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             found.append(None)
     return found
 
@@ -998,7 +1001,7 @@ def _filled(types: _ColumnTypes, image: msgspec.Raw, rows: tuple[Any, ...]) -> t
     where it does not fit the shape or its rows do not match the data's."""
     try:
         olds = types.partial_rows.decode(image)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     if len(olds) != len(rows):
         return None

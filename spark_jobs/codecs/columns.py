@@ -78,6 +78,33 @@ TIME = matching(r"^[^:]*:[^:]*:[^:]*$")
 _END = 1 << 30  # past the end of any text
 
 
+def double_texts(values: Any) -> Any:
+    """Doubles (a float64 array) as text: Arrow writes a double's shortest digits that round-trip, the digits repr
+    writes, so its fixed-notation text that `shortest_double` passes is repr's; an integral one gets repr's `.0`.
+    The rest (exponents, more than 16 whole digits, zero) is for the converter: its digits parse back exactly."""
+    texts = pc.cast(values, pa.string())
+    integral = pc.match_substring_regex(texts, r"^-?[1-9][0-9]{0,15}$")
+    return pc.if_else(integral, pc.binary_join_element_wise(texts, ".0", ""), texts)
+
+
+def shortest_double(values: Any) -> Any:
+    """`double_texts` text that is repr's: fixed notation, 1e-4 <= |x| < 1e16 (repr's own bounds for it)."""
+    return pc.match_substring_regex(values, SHORTEST_DOUBLE)
+
+
+SHORTEST_DOUBLE = r"^(?:-?[1-9][0-9]{0,15}\.[0-9]*[1-9]|-?[1-9][0-9]{0,15}\.0|-?0\.0{0,3}[1-9](?:[0-9]*[1-9])?)$"
+# base64 as `base64.b64encode` writes it (the text of bytes): padded, no bits set past the last byte
+BASE64 = matching(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$")
+
+
+def _utc_minute(minute: Callable[[str], str | None], text: str) -> str | None:
+    """A local minute's UTC minute; None (converted whole, or rejected there) where it is no real minute."""
+    try:
+        return minute(text)
+    except BAD_VALUE:
+        return None
+
+
 def _leading_zero(values: Any) -> Any:
     return pc.and_(pc.starts_with(values, "0"), pc.greater(pc.binary_length(values), 1))
 
@@ -158,7 +185,7 @@ def _by_minute(values: Any, rule: ColumnRule) -> tuple[Any, Any]:
         return values, usable
     minutes = pc.utf8_slice_codeunits(values, 0, 16)
     distinct = pc.unique(minutes.filter(usable))
-    utc = pa.array([rule.minute(m) for m in distinct.to_pylist()], pa.string())
+    utc = pa.array([_utc_minute(rule.minute, m) for m in distinct.to_pylist()], pa.string())
     moved = pc.binary_join_element_wise(
         utc.take(pc.index_in(minutes, distinct)), pc.utf8_slice_codeunits(values, 16, 1 << 30), ""
     )

@@ -21,13 +21,21 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import itertools
+import struct
 import zoneinfo
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, Protocol, cast
+from operator import attrgetter
+from typing import Annotated, Any, Literal, NoReturn, Protocol, cast
 
+import msgspec
+import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from spark_jobs import ddl
+from spark_jobs.canonical.blocks import RowBlock, struct_of
 from spark_jobs.canonical.events import ChangeEvent
 from spark_jobs.canonical.values import (
     int_bits,
@@ -41,7 +49,7 @@ from spark_jobs.canonical.values import (
 from spark_jobs.canonical.values import (
     time_zone as values_time_zone,
 )
-from spark_jobs.codecs import Headers, fast_paths
+from spark_jobs.codecs import ColumnDecode, Headers, columns, fast_paths
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
 from spark_jobs.errors import ConfigError, DecodeError
 
@@ -253,6 +261,9 @@ class OpenDecoder:
         # the last column names looked up, their functions
         self._last_images: tuple[tuple[str, ...], Sequence[ImageFunction]] = ((), ())
         self._seen: dict[Signature, int] = {}  # signature -> images decoded exactly so far
+        # the column path's shapes: by table and signature, and the one last seen per table
+        self._shapes: dict[tuple[_Table, Signature], _Shape | None] = {}
+        self._last_shapes: dict[_Table, _Shape] = {}
 
     # -- framing
 
@@ -616,6 +627,175 @@ class OpenDecoder:
             table[code] = base64_bytes
         return table
 
+    # -- the column path
+
+    def decode_columns(self, keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> ColumnDecode:
+        """Messages whose items are all rows of the usual form and of one shape, as RowBlocks; every other message
+        (DDL, resolved, claim check, handle key only, compression, items of several shapes, anything malformed or a
+        value its converter rejects) left to `decode`.
+
+        Messages are framed and parsed in chunks of `_CHUNK` messages or about `_CHUNK_ITEMS` items (a message may
+        carry many rows), small enough that a chunk's Python objects stay in the CPU's caches: keys with one msgspec
+        type, values with the Structs of their table's shape, whose values go into Arrow arrays column by column;
+        each shape's columns are then checked and converted for the whole batch.
+        """
+        if self.compression != "none":
+            return ColumnDecode([], list(range(len(values))))
+        gathered: dict[_Shape, _Gathered] = {}
+        row_wise: list[int] = []
+        start = 0
+        while start < len(values):
+            start = self._read_chunk(keys, values, start, gathered, row_wise)
+        blocks = [
+            block
+            for rows in gathered.values()
+            if (block := rows.block(self.old_value, self.only_updated, row_wise)) is not None
+        ]
+        row_wise.sort()
+        return ColumnDecode(blocks, row_wise)
+
+    def _read_chunk(
+        self,
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        start: int,
+        gathered: dict[_Shape, _Gathered],
+        row_wise: list[int],
+    ) -> int:
+        """Read the chunk of messages from `start` on; returns where the next begins."""
+        spans: list[tuple[int, int, int]] = []  # (message index, its first item, its item count)
+        key_items: list[bytes] = []
+        value_items: list[bytes] = []
+        end = min(start + _CHUNK, len(values))
+        stop = start
+        while stop < end and len(key_items) < _CHUNK_ITEMS:
+            framed = _framed_items(keys[stop], values[stop])
+            if framed is None:
+                row_wise.append(stop)
+            else:
+                spans.append((stop, len(key_items), len(framed[0])))
+                key_items += framed[0]
+                value_items += framed[1]
+            stop += 1
+        heads = _each_decoded(_KEY.decode, key_items)
+        shapes, docs = self._read_values(heads, value_items)
+        ops = _ops(docs)
+        accepted: dict[_Shape, list[tuple[int, int, int]]] = {}
+        shape = shapes[0] if shapes else None
+        if shape is not None and not shape.ordered and shapes.count(shape) == len(shapes) and None not in ops:
+            accepted[shape] = [(i, first, first + count) for i, first, count in spans]  # the usual chunk
+            spans = []
+        for i, first, count in spans:
+            end = first + count
+            shape = shapes[first]
+            if (
+                shape is None
+                or shapes[first:end].count(shape) != count
+                or None in ops[first:end]
+                or (shape.ordered and not _in_order(shape, value_items[first:end]))
+            ):
+                row_wise.append(i)
+            else:
+                accepted.setdefault(shape, []).append((i, first, end))
+        for shape, chosen in accepted.items():
+            rows = gathered.get(shape)
+            if rows is None:
+                rows = gathered[shape] = _Gathered(shape)
+            rows.add(chosen, heads, docs, ops)
+        return stop
+
+    def _read_values(self, heads: list[Any], value_items: list[bytes]) -> tuple[list[_Shape | None], list[Any]]:
+        """(shape, value Struct) of each row item (None where none fits): a table's items all decoded with its last
+        shape in one go, those it does not fit each by the shape its image has."""
+        shapes: list[_Shape | None] = [None] * len(heads)
+        docs: list[Any] = [None] * len(heads)
+        tables = list(map(_TABLE, heads)) if list(map(type, heads)).count(_RowKey) == len(heads) else None
+        if tables and tables.count(tables[0]) == len(tables):  # the usual chunk: rows of one table
+            scm, tbl = tables[0]
+            by_table = {(scm or None, tbl or None): list(range(len(heads)))}
+        else:
+            by_table = {}
+            for k, head in enumerate(heads):
+                if type(head) is _RowKey:
+                    by_table.setdefault((head.scm or None, head.tbl or None), []).append(k)
+        for table, items in by_table.items():
+            shape = self._last_shapes.get(table) or self._shape_of(table, value_items[items[0]])
+            some = value_items if len(items) == len(value_items) else [value_items[k] for k in items]
+            found = _each_decoded(shape.values.decode, some) if shape is not None else [None] * len(items)
+            if some is value_items and None not in found:  # the usual chunk: one shape
+                return [shape] * len(found), found
+            for k, doc in zip(items, found):
+                if doc is not None:
+                    shapes[k], docs[k] = shape, doc
+                    continue
+                other = self._shape_of(table, value_items[k])
+                if other is not None and other is not shape:
+                    try:
+                        docs[k] = other.values.decode(value_items[k])
+                    except _UNREADABLE:
+                        continue
+                    shapes[k] = other
+        return shapes, docs
+
+    def _shape_of(self, table: _Table, item: bytes) -> _Shape | None:
+        """The shape of a value item's image (its `d`, else its `u`), now the table's last; None where it has none
+        the column path decodes (not an object of columns, a type code or flag `decode` does not know)."""
+        try:
+            doc = _ANY_VALUE.decode(item)
+        except _UNREADABLE:
+            return None
+        image = doc.d if doc.d is not None else doc.u
+        if not image:
+            return None
+        signature = tuple((name, column.t, column.f, column.h is True) for name, column in image.items())
+        key = (table, signature)
+        if key not in self._shapes:
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.clear()
+                self._last_shapes.clear()
+            self._shapes[key] = self._new_shape(table, signature)
+        shape = self._shapes[key]
+        if shape is not None:
+            self._last_shapes[table] = shape
+        return shape
+
+    def _new_shape(self, table: _Table, signature: Signature) -> _Shape | None:
+        """The shape of a signature; None for one of a type code or flag `decode` does not know, or of a column name
+        msgspec takes for no field (a quote, a backslash or a control character in it)."""
+        if not all(code << 8 | flag & 0x81 in self._plan for _, code, flag, _ in signature):
+            return None
+        try:
+            return _Shape(table, signature, self)
+        except ValueError:
+            return None
+
+    def _column_rule(self, code: int, flag: int) -> tuple[str, columns.ColumnRule]:
+        """(how a column's JSON values become an Arrow array: int, float, double, text or null; the rule that makes
+        its text canonical, with the converter `decode` uses for what the rule does not keep)."""
+        convert = self._converter_table[code]
+        if code == 6 or convert is None:
+            return ("null" if code == 6 else "text"), columns.AS_SENT
+        if code in _INTEGER_CODES and not flag & UNSIGNED_FLAG:
+            return "int", columns.AS_SENT  # str(value), Arrow's text of it
+        if code in _INTEGER_CODES or code in _INDEX_CODES:  # a negative one is unsigned's wrapped value
+            return "int", columns.ColumnRule(_of_int(convert, flag), keep=columns.digits)
+        if code == 13:
+            return "int", columns.ColumnRule(_of_int(convert, flag), keep=columns.year, distinct=True)
+        if code == 4:
+            return "float", columns.ColumnRule(_of_float(convert, flag), distinct=True)
+        if code == 5:
+            return "double", columns.ColumnRule(_of_float(convert, flag), keep=columns.shortest_double, distinct=True)
+        if code == 246 or (code in _QUOTED_CODES and not flag & BINARY_FLAG):
+            return "text", columns.AS_SENT
+        text = _of_text(convert, flag)
+        if code == 7 and self.zone is None:
+            return "text", columns.ColumnRule(text, keep=_utc_timestamps)
+        if code == 7:
+            return "text", columns.ColumnRule(text, keep=_PLAIN_TIMESTAMP, minute=_utc_minute_in(self.zone))
+        if code in _BASE64_CODES and flag & BINARY_FLAG:
+            return "text", columns.ColumnRule(text, keep=columns.BASE64)
+        return "text", columns.ColumnRule(text)  # quoted binary, base64 text: each value
+
 
 def _require_string(value: Any, flag: int) -> NoReturn:
     raise TypeError(f"expected a string, got {type(value).__name__}")
@@ -795,6 +975,483 @@ def _fail() -> NoReturn:
 
 
 _SMALL_INTS = {n: n for n in range(-5, 257)}
+
+
+# ---- the column path -----------------------------------------------------------------------------
+# `decode_columns` reads a batch's messages whose items are all rows of the usual form. Each value item is
+# decoded with the msgspec Struct of its table's shape (column names, type codes, flags and handle marks; a type
+# per value that admits only what TiCDC writes there), so that an item of another shape, or anything unusual,
+# fails to decode and its message goes row-wise. JSON numbers arrive as Python ints and floats, texts as str: a
+# column's values become one Arrow array per chunk, and Arrow compute makes them canonical per shape for the
+# whole batch. Per-value Python is left to what has no vectorized form: FLOAT's 32-bit shortest digits and the
+# rare text another rule does not keep (once per distinct value), Go-quoted binary strings and base64 text
+# (each value), and the TIMESTAMP zone offset (once per distinct minute).
+
+_CHUNK = 512  # messages per chunk, at most
+_CHUNK_ITEMS = 1024  # items per chunk, about: the cache holds their Structs (measured best from 512 to 2048)
+_SHAPES_KEPT = 1024
+_VERSION = BATCH_VERSION.to_bytes(8, "big")
+_LENGTH = struct.Struct(">Q").unpack_from
+_BASE64_CODES = frozenset((249, 250, 251, 252))
+_INSERT, _UPDATE, _DELETE = 0, 1, 2
+# what msgspec raises for an item it does not read (RecursionError: nested deeper than the interpreter's recursion
+# limit, which is below orjson's depth limit): the message goes row-wise
+_UNREADABLE = (msgspec.DecodeError, RecursionError)
+_ABSENT = -1  # the code of a column an old row lacks
+_ABSENT_VALUE = object()  # and its value
+_COLUMNS = msgspec.structs.astuple  # a row Struct's column Structs
+_VALUE = attrgetter("v")
+_CODE = attrgetter("t")
+_TS = attrgetter("ts")
+_TABLE = attrgetter("scm", "tbl")
+_OP_NAMES = pa.array(["insert", "update", "delete"], pa.string())
+# the JSON integers orjson reads as int: from int64's least to uint64's greatest (it reads one beyond as a float,
+# which `decode` rejects); msgspec bounds an int within int64 only, so the greatest is checked by `_integers`
+_Integer = Annotated[int, msgspec.Meta(ge=-(1 << 63))]
+_GREATEST = (1 << 64) - 1
+_Table = tuple[str | None, str | None]  # (database, table)
+# TIMESTAMP text the converter reads as it is (`_is_plain_timestamp`) and the datetime parser takes; its minute
+# is still checked, by `_utc_minute_in`
+_PLAIN_TIMESTAMP = columns.matching(r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-5][0-9](?:\.[0-9]{1,6})?$")
+
+
+class _RowKey(msgspec.Struct, tag_field="t", tag=MESSAGE_ROW, forbid_unknown_fields=True, gc=False):
+    """A row item's key of the usual form: the fields TiCDC writes (`decode` ignores `rid` and `ptn`, and any
+    other, which goes row-wise here)."""
+
+    ts: Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
+    scm: str | None = None
+    tbl: str | None = None
+    rid: int | None = None
+    ptn: int | None = None
+    ohk: Literal[False] = False  # handle key only: row-wise
+    ccl: Literal[""] | None = None  # claim check: row-wise
+
+
+class _DdlKey(msgspec.Struct, tag_field="t", tag=MESSAGE_DDL, gc=False):
+    """A DDL item's key, for `decode`."""
+
+
+class _ResolvedKey(msgspec.Struct, tag_field="t", tag=MESSAGE_RESOLVED, gc=False):
+    """A resolved item's key, for `decode`."""
+
+
+_KEY = msgspec.json.Decoder(_RowKey | _DdlKey | _ResolvedKey)
+
+
+class _AnyColumn(msgspec.Struct, gc=False):
+    """A column read for its signature: type code and flag within what `decode`'s plan may know, any value."""
+
+    t: Annotated[int, msgspec.Meta(ge=0, le=255)]
+    v: Any
+    f: Annotated[int, msgspec.Meta(ge=0, le=0xFFFF)] = 0
+    h: bool | None = None
+
+
+class _AnyValue(msgspec.Struct, gc=False):
+    """A row value item read for its image's signature, to find its shape."""
+
+    u: dict[str, _AnyColumn] | None = None
+    d: dict[str, _AnyColumn] | None = None
+
+
+_ANY_VALUE = msgspec.json.Decoder(_AnyValue)
+
+
+class _Skipped(msgspec.Struct, gc=False):
+    """Any object, read past."""
+
+
+class _ImageNames(msgspec.Struct, gc=False):
+    """A row value item read for the order of its image's columns (a Struct reads them in any order)."""
+
+    u: dict[str, _Skipped] | None = None
+    d: dict[str, _Skipped] | None = None
+
+
+_IMAGE_NAMES = msgspec.json.Decoder(_ImageNames)
+
+
+def _column_struct(code: int, flag: int, handle: bool, value: Any) -> Any:
+    """The Struct of one column of a shape: its code, its flag (absent for 0, as `_image` reads it), `h` true for a
+    handle mark, else absent, false or null, and a value of the type `value`."""
+    literal: Any = Literal
+    required: list[tuple[str, Any]] = [("t", literal[code]), ("v", value)]
+    optional: list[tuple[str, Any, Any]] = []
+    if flag:
+        required.append(("f", literal[flag]))
+    else:
+        optional.append(("f", literal[0], 0))
+    if handle:
+        required.append(("h", literal[True]))
+    else:
+        optional.append(("h", literal[False] | None, None))
+    return msgspec.defstruct("Column", [*required, *optional], forbid_unknown_fields=True, frozen=True, gc=False)
+
+
+# per kind of column: the msgspec type of its JSON value
+_VALUE_TYPES: dict[str, Any] = {
+    "int": _Integer | None,
+    "float": float | None,
+    "double": float | None,
+    "text": str | None,
+    "null": None,
+}
+
+
+def _integers(values: list[int | None]) -> tuple[Any, list[bool] | None]:
+    """JSON integers as an Arrow array: int64, else uint64 (BIGINT UNSIGNED, BIT(64)), else their text; and which
+    are beyond uint64 (None when none is), where `decode` fails."""
+    try:  # the usual column: no nulls, every value an int64 (numpy reads them fastest)
+        return pa.array(np.fromiter(values, np.int64, len(values))), None
+    except (TypeError, OverflowError):
+        pass
+    for kind in (pa.int64(), pa.uint64()):
+        try:
+            return pa.array(values, kind), None
+        except OverflowError:
+            continue
+    beyond = [v is not None and v > _GREATEST for v in values]
+    return pa.array([None if v is None else str(v) for v in values], pa.string()), beyond if any(beyond) else None
+
+
+# per kind of column: how a chunk's values become an Arrow array, and which of them `decode` rejects (or None)
+_BUILDERS: dict[str, Callable[[list[Any]], tuple[Any, list[bool] | None]]] = {
+    "int": _integers,
+    "float": lambda values: (pa.array(values, pa.float64()), None),
+    "double": lambda values: (pa.array(values, pa.float64()), None),
+    "text": lambda values: (pa.array(values, pa.string()), None),
+    "null": lambda values: (_nulls(values), None),
+}
+
+
+def _nulls(values: list[None]) -> Any:
+    if values.count(None) != len(values):
+        raise TypeError("a column of type NULL holds a value")
+    return pa.nulls(len(values), pa.string())
+
+
+def _texts(kind: str, pieces: list[Any]) -> Any:
+    """One column's chunk arrays as one text array: numbers as Arrow writes them (`double_texts` for DOUBLE)."""
+    if kind == "int" and len({piece.type for piece in pieces}) > 1:
+        pieces = [piece.cast(pa.string()) for piece in pieces]
+    values = pa.concat_arrays(pieces)
+    if kind == "double":
+        return columns.double_texts(values)
+    return values.cast(pa.string())
+
+
+def _of_int(convert: Converter, flag: int) -> columns.Converter:
+    return lambda text: convert(int(text), flag)
+
+
+def _of_float(convert: Converter, flag: int) -> columns.Converter:
+    return lambda text: convert(float(text), flag)  # Arrow's text of a double parses back to it exactly
+
+
+def _of_text(convert: Converter, flag: int) -> columns.Converter:
+    return lambda text: convert(text, flag)
+
+
+def _utc_minute_in(zone: dt.tzinfo | None) -> Callable[[str], str | None]:
+    """A local `YYYY-MM-DD HH:MM` -> its UTC minute, as `_timestamp_converter` moves the seconds in it (one offset
+    for the whole hour); None where the converter must decide (an offset change within the hour or an offset
+    with seconds, a date or time the parser rejects)."""
+
+    def utc_minute(minute: str) -> str | None:
+        try:
+            local = dt.datetime.fromisoformat(minute + ":00")
+            if zone is None:
+                return minute
+            start = local.replace(minute=0)
+            end = start + (_ONE_HOUR - dt.timedelta(microseconds=1))
+            offsets = {
+                zone.utcoffset(start),
+                zone.utcoffset(start.replace(fold=1)),
+                zone.utcoffset(end),
+                zone.utcoffset(end.replace(fold=1)),
+            }
+            offset = offsets.pop() if len(offsets) == 1 else None
+            if offset is None or offset % _ONE_MINUTE:
+                return None
+            return (local - offset).isoformat(" ")[:16]
+        except (ValueError, OverflowError):
+            return None
+
+    return utc_minute
+
+
+_ONE_MINUTE = dt.timedelta(minutes=1)
+_NO_ZONE = _utc_minute_in(None)
+
+
+def _utc_timestamps(values: Any) -> Any:
+    """TIMESTAMP text in UTC that the converter returns as it is: plain, of a minute that exists (checked once per
+    distinct minute)."""
+    plain = pc.fill_null(_PLAIN_TIMESTAMP(values), False)
+    if not pc.any(plain).as_py():
+        return plain
+    minutes = pc.binary_slice(values.cast(pa.binary()), 0, 16)
+    distinct = pc.unique(minutes.filter(plain)).to_pylist()
+    real = pa.array([m for m in distinct if _NO_ZONE(m.decode()) is not None], pa.binary())
+    return pc.and_(plain, pc.is_in(minutes, real))
+
+
+def _items(data: bytes, start: int) -> list[bytes] | None:
+    """`split_items` without its errors: None where the framing is broken. Copies, not views: a bytes object is
+    cheap to make and, unlike a memoryview, not one the garbage collector tracks."""
+    end = len(data)
+    items: list[bytes] = []
+    pos = start
+    try:
+        while pos < end:
+            stop = pos + 8 + _LENGTH(data, pos)[0]
+            items.append(data[pos + 8 : stop])
+            pos = stop
+    except struct.error:  # a length prefix cut short
+        return None
+    return items if pos == end else None  # past the end: an item ran past it
+
+
+def _framed_items(key: bytes | None, value: bytes | None) -> tuple[list[bytes], list[bytes]] | None:
+    """A message's key and value items, paired as `decode` pairs them; None unless it frames at least one pair."""
+    if not key or not value or key[:8] != _VERSION:
+        return None
+    key_items, value_items = _items(key, 8), _items(value, 0)
+    if not key_items or value_items is None or len(key_items) != len(value_items):
+        return None
+    return key_items, value_items
+
+
+def _each_decoded(decode: Callable[[bytes], Any], items: list[bytes]) -> list[Any]:
+    """Each item decoded, None where it does not decode: all in one go, item by item only when one fails."""
+    try:
+        return list(map(decode, items))
+    except _UNREADABLE:
+        pass
+    found: list[Any] = []
+    for item in items:
+        try:
+            found.append(decode(item))
+        except _UNREADABLE:
+            found.append(None)
+    return found
+
+
+def _ops(docs: list[Any]) -> list[int | None]:
+    """Each value Struct's op as `_row` reads it: `d` a delete, else `u` an insert, with `p` an update; None where
+    there is no Struct or it has neither (`decode`'s error)."""
+    return [
+        (_DELETE if doc.d is not None else _INSERT if doc.p is None else _UPDATE)
+        if doc is not None and (doc.d is not None or doc.u is not None)
+        else None
+        for doc in docs
+    ]
+
+
+def _in_order(shape: _Shape, items: list[bytes]) -> bool:
+    """Whether each item's image has its columns in the shape's order (the order of its key columns)."""
+    for item in items:
+        try:
+            doc = _IMAGE_NAMES.decode(item)
+        except _UNREADABLE:
+            return False
+        image = doc.d if doc.d is not None else doc.u
+        if image is None or tuple(image) != shape.names:
+            return False
+    return True
+
+
+class _Shape:
+    """One table's row shape: its columns' names, type codes, flags and handle marks (the signature), the msgspec
+    Struct of a value item of exactly that shape, and how each column becomes canonical text."""
+
+    def __init__(self, table: _Table, signature: Signature, decoder: OpenDecoder):
+        self.database, self.table = table
+        self.names = tuple(name for name, _, _, _ in signature)
+        plan = decoder._plan
+        self.column_types = {name: plan[code << 8 | flag & 0x81][0] for name, code, flag, _ in signature}
+        self.key_columns = [name for name, _, flag, h in signature if flag & HANDLE_KEY_FLAG or h]
+        self.flags = _type_flags(self.column_types)
+        # the key's order is its columns' order in the image, which a Struct does not see: checked item by item
+        self.ordered = len(self.key_columns) > 1
+        self.rules = [decoder._column_rule(code, flag) for _, code, flag, _ in signature]
+        self.builders = [_BUILDERS[kind] for kind, _ in self.rules]
+        fields = [f"c{i}" for i in range(len(signature))]
+        structs = [
+            _column_struct(code, flag, h, _VALUE_TYPES[kind])
+            for (_, code, flag, h), (kind, _) in zip(signature, self.rules)
+        ]
+        # an update's `p` may hold only some columns (only-output-updated-columns): the others are a column of
+        # code `_ABSENT` and value `_ABSENT_VALUE`, which `old_arrays` finds
+        absent = [
+            column(t=_ABSENT, v=_ABSENT_VALUE, f=flag, h=True if h else None)
+            for column, (_, _, flag, h) in zip(structs, signature)
+        ]
+        rename = dict(zip(fields, self.names))
+        row = msgspec.defstruct("Row", list(zip(fields, structs)), rename=rename, forbid_unknown_fields=True, gc=False)
+        old_row = msgspec.defstruct(
+            "OldRow", list(zip(fields, structs, absent)), rename=rename, forbid_unknown_fields=True, gc=False
+        )
+        value = msgspec.defstruct(
+            "Value",
+            [("u", row | None, None), ("p", old_row | None, None), ("d", row | None, None)],
+            forbid_unknown_fields=True,
+            gc=False,
+        )
+        self.values = msgspec.json.Decoder(value)
+
+    def arrays(self, rows: list[Any]) -> tuple[list[Any], Any]:
+        """Each column's values in these row Structs as an Arrow array, and which rows hold an integer `decode`
+        rejects (None when none does)."""
+        values = list(map(_VALUE, itertools.chain.from_iterable(map(_COLUMNS, rows))))
+        return self._built(values)
+
+    def old_arrays(self, rows: list[Any]) -> tuple[list[Any], Any, list[Any] | None]:
+        """`arrays` of old row Structs, and per column which of them hold it (None when each holds every column).
+
+        A column an old row lacks holds `_ABSENT_VALUE`, which no builder takes: only a chunk with one is built
+        again, knowing which."""
+        values = list(map(_VALUE, itertools.chain.from_iterable(map(_COLUMNS, rows))))
+        try:
+            return (*self._built(values), None)
+        except (TypeError, ValueError):
+            pass
+        width = len(self.names)
+        lacking = np.array(list(map(_CODE, itertools.chain.from_iterable(map(_COLUMNS, rows))))) == _ABSENT
+        known = np.array(values, dtype=object)
+        known[lacking] = None
+        return (*self._built(known.tolist()), [pa.array(~lacking[j::width]) for j in range(width)])
+
+    def _built(self, values: list[Any]) -> tuple[list[Any], Any]:
+        """`arrays` of the values of rows, row after row."""
+        width = len(self.names)
+        built = [build(values[j::width]) for j, build in enumerate(self.builders)]
+        rejected = None
+        for _, beyond in built:
+            if beyond is not None:
+                rejected = np.array(beyond) if rejected is None else rejected | np.array(beyond)
+        return [array for array, _ in built], rejected
+
+
+class _Gathered:
+    """One shape's rows in a batch, gathered chunk by chunk: message, commit ts and op per row, and each column's
+    values as an Arrow array per chunk, of the image each row has (`u`, or a delete's `d`) and, apart, of the
+    updates' `p` with which columns it holds."""
+
+    def __init__(self, shape: _Shape):
+        self.shape = shape
+        self.messages: list[int] = []
+        self.stamps: list[int] = []
+        self.ops: list[int] = []
+        self.rejected: set[int] = set()  # messages holding an integer `decode` rejects
+        width = len(shape.names)
+        self.columns: list[list[Any]] = [[] for _ in range(width)]
+        self.old_columns: list[list[Any]] = [[] for _ in range(width)]
+        # per chunk with updates: how many, and which columns their `p` holds (None: every column)
+        self.held: list[tuple[int, list[Any] | None]] = []
+
+    def add(self, chosen: list[tuple[int, int, int]], heads: list[Any], docs: list[Any], ops: list[Any]) -> None:
+        """A chunk's messages of this shape, each (message index, first item, item end) into the chunk's key
+        items, value Structs and ops; their values into Arrow arrays."""
+        if sum(end - first for _, first, end in chosen) != len(docs):
+            picked = [k for _, first, end in chosen for k in range(first, end)]
+            heads, docs, ops = [heads[k] for k in picked], [docs[k] for k in picked], [ops[k] for k in picked]
+        messages = list(itertools.chain.from_iterable(itertools.repeat(i, end - first) for i, first, end in chosen))
+        self.messages += messages
+        self.stamps += map(_TS, heads)
+        self.ops += ops
+        images = [doc.d if op == _DELETE else doc.u for doc, op in zip(docs, ops)]
+        olds = [doc.p for doc, op in zip(docs, ops) if op == _UPDATE]
+        shape = self.shape
+        arrays, rejected = shape.arrays(images)
+        for j, array in enumerate(arrays):
+            self.columns[j].append(array)
+        if rejected is not None:
+            self.rejected.update(itertools.compress(messages, rejected))
+        if olds:
+            arrays, rejected, held = shape.old_arrays(olds)
+            for j, array in enumerate(arrays):
+                self.old_columns[j].append(array)
+            if rejected is not None:
+                updates = [m for m, op in zip(messages, ops) if op == _UPDATE]
+                self.rejected.update(itertools.compress(updates, rejected))
+            self.held.append((len(olds), held))
+
+    def block(self, old_value: bool, only_updated: bool, row_wise: list[int]) -> RowBlock | None:
+        """The shape's RowBlock; a message holding a value its converter rejects goes to `row_wise`."""
+        shape = self.shape
+        count = len(self.messages)
+        if not count:
+            return None
+        ops = np.array(self.ops, np.int8)
+        updating = ops == _UPDATE
+        is_update = pa.array(updating)
+        message = pa.array(np.array(self.messages, np.int32))
+        rejected = np.zeros(count, bool)
+        if self.rejected:
+            rejected |= pc.is_in(message, pa.array(list(self.rejected), pa.int32())).to_numpy(zero_copy_only=False)
+        updates = int(updating.sum())
+        # where each row's before image is among a column's texts (its rows', then the updates' `p`): its own row,
+        # an update's `p`
+        before_at = np.arange(count)
+        before_at[updating] = count + np.arange(updates)
+        taken = pa.array(before_at)
+        partly = any(held is not None for _, held in self.held)
+        after_columns, before_columns = [], []
+        missing = None  # updates whose `p` lacks a column
+        for j, (kind, rule) in enumerate(shape.rules):
+            texts, bad = columns.converted(_texts(kind, self.columns[j] + self.old_columns[j]), rule)
+            if bad is not None:
+                bad_rows = bad.to_numpy(zero_copy_only=False)
+                rejected |= bad_rows[:count]
+                rejected[updating] |= bad_rows[count:]
+            column = texts.slice(0, count)
+            after_columns.append(column)
+            if not updates:
+                before_columns.append(column)
+                continue
+            if partly:  # a column `p` lacks is the `u` one
+                held = pa.concat_arrays(
+                    [pa.array(np.ones(size, bool)) if chunk is None else chunk[j] for size, chunk in self.held]
+                )
+                texts = pa.concat_arrays([column, pc.if_else(held, texts.slice(count), column.filter(is_update))])
+                missing = pc.invert(held) if missing is None else pc.or_(missing, pc.invert(held))
+            before_columns.append(texts.take(taken))
+        commit_ts = pa.array(np.array(self.stamps, np.int64))
+        op = _OP_NAMES.take(pa.array(ops))
+        names = list(shape.names)
+        before = struct_of(names, before_columns, pa.array(ops != _INSERT))
+        after = struct_of(names, after_columns, pa.array(ops != _DELETE))
+        row_flags = {}
+        if not old_value and (ops == _INSERT).any():
+            row_flags["old_value_missing"] = pa.array(ops == _INSERT)
+        if only_updated and updating.any():
+            row_flags["old_value_partial"] = is_update
+        elif missing is not None and pc.any(missing).as_py():
+            row_flags["old_value_partial"] = pc.replace_with_mask(pa.array(np.zeros(count, bool)), is_update, missing)
+        if rejected.any():  # a value its converter rejects: its whole message goes row-wise, for the exact error
+            gone = pc.unique(message.filter(pa.array(rejected)))
+            row_wise.extend(gone.to_pylist())
+            fine = pc.invert(pc.is_in(message, gone))
+            if not pc.any(fine).as_py():
+                return None
+            message, commit_ts, op, before, after = (a.filter(fine) for a in (message, commit_ts, op, before, after))
+            row_flags = {flag: mask.filter(fine) for flag, mask in row_flags.items()}
+        return RowBlock(
+            shape.database,
+            shape.table,
+            list(shape.key_columns),
+            dict(shape.column_types),
+            names,
+            message,
+            commit_ts,
+            op,
+            before,
+            after,
+            shape.flags,
+            row_flags,
+        )
 
 
 __all__ = [

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import Annotated, Any, Literal, Protocol, cast
 
 import fastavro
 import msgspec
@@ -1152,7 +1152,7 @@ class SimpleJsonDecoder(_SimpleDecoder):
         for i in range(start, stop):
             try:  # the envelope's types admit only a row message of the usual form
                 doc = decode(values[i])  # type: ignore[arg-type]  # None: TypeError
-            except (msgspec.DecodeError, TypeError):
+            except (msgspec.DecodeError, TypeError, RecursionError):
                 row_wise.append(i)
                 self._learn(values[i])
                 continue
@@ -1210,7 +1210,7 @@ class _Envelope(msgspec.Struct, gc=False):
     database: str
     table: str
     schemaVersion: int
-    commitTs: int
+    commitTs: Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]  # a TSO, as silver keeps it
     data: msgspec.Raw = msgspec.Raw(b"null")
     old: msgspec.Raw = msgspec.Raw(b"null")
     checksum: Any = None
@@ -1312,12 +1312,12 @@ class _Shape:
         picked = list(itertools.compress(raws, wanted))
         try:
             rows: list[Any] = self.read.decode(b"[" + b",".join(picked) + b"]")
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             rows = []
             for raw in picked:
                 try:
                     rows.append(self.read.decode(b"[" + bytes(raw) + b"]")[0])
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     rows.append(None)
         found = iter(rows)
         return [next(found) if want else _ABSENT for want in wanted]

@@ -26,6 +26,8 @@ from spark_jobs.errors import TransientFault
 HANDLE_KEY_ONLY_REASON = (
     "handle-key-only: the message holds only the key (configure claim-check for large messages upstream)"
 )
+COMMIT_TS_RANGE_REASON = "commit ts beyond a TSO's range (0 to 2^63 - 1): silver keeps it as a signed 64-bit integer"
+_MAX_TS = (1 << 63) - 1
 # one bronze row as `_messages` gives it: (topic, partition, offset, kafka_ms, key, value, headers)
 Message = tuple[str, int, int, int | None, bytes | None, bytes | None, Headers]
 _STR_MAP = pa.map_(pa.string(), pa.string())
@@ -223,6 +225,9 @@ def _decode_one(decoder, protocol: str, message: Message, out: DecodedColumns, l
         return None
     if any(e.flags and e.kind == "row" and e.op != "delete" and "handle_key_only" in e.flags for e in events):
         out.problem(topic, partition, offset, "quarantine", HANDLE_KEY_ONLY_REASON)
+        return None
+    if any(e.commit_ts is not None and not 0 <= e.commit_ts <= _MAX_TS for e in events):
+        out.problem(topic, partition, offset, "quarantine", f"{protocol}: {COMMIT_TS_RANGE_REASON}")
         return None
     columns = out.columns
     for index, e in enumerate(e for event in events for e in split_key_change(event)):

@@ -178,7 +178,7 @@ def test_row_keys_escape_as_json_does_and_bad_values_cost_only_their_message():
     assert result.row_wise == [0, 4, len(values) - 1]  # the CREATE TABLE, the bad value, the watermark
 
 
-@pytest.mark.parametrize("protocol", ["open", "debezium", "avro", "simple-avro"])
+@pytest.mark.parametrize("protocol", ["debezium", "avro", "simple-avro"])
 def test_protocols_without_a_column_path_decode_row_wise(protocol):
     options = {"schema-registry-url": "http://127.0.0.1:1"} if protocol == "avro" else {}
     assert column_decoder(make_decoder(protocol, options)) is None
