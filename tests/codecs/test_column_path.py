@@ -182,3 +182,19 @@ def test_row_keys_escape_as_json_does_and_bad_values_cost_only_their_message():
 def test_protocols_without_a_column_path_decode_row_wise(protocol):
     options = {"schema-registry-url": "http://127.0.0.1:1"} if protocol == "avro" else {}
     assert column_decoder(make_decoder(protocol, options)) is None
+
+
+def test_a_commit_ts_past_a_signed_64_bit_tso_is_quarantined_not_a_failed_task():
+    row = (
+        b'{"database":"shop","table":"t","pkNames":["id"],"isDdl":false,"type":"INSERT","es":1,'
+        b'"mysqlType":{"id":"int"},"data":[{"id":"1"}],"_tidb":{"commitTs":%d}}'
+    )
+    values = [row % ((1 << 63) - 1), row % (1 << 63)]
+    options = {"enable-tidb-extension": True}
+    rows = silver_rows("canal-json", values, options, True)
+    assert rows == silver_rows("canal-json", values, options, False)
+    assert [(r["offset"], r["kind"], r["commit_ts"]) for r in rows] == [
+        (0, "row", (1 << 63) - 1),
+        (1, "quarantine", None),
+    ]
+    assert "commit ts beyond a TSO's range" in rows[1]["reason"]
