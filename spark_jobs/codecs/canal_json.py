@@ -953,14 +953,11 @@ class _Shape:
             row_flags["old_value_partial"] = is_update
         elif any(self.partial):
             row_flags["old_value_partial"] = pa.array(np.repeat(np.array(self.partial, bool), counts))
-        if bad is not None:  # a value its converter rejects: its whole message goes row-wise, for the exact error
-            rejected = pc.unique(message.filter(bad))
-            row_wise.extend(rejected.to_pylist())
-            fine = pc.invert(pc.is_in(message, rejected))
-            if not pc.any(fine).as_py():
+        if bad is not None:
+            kept = columns.without_rejected(bad, message, (commit_ts, op, before, after), row_flags, row_wise)
+            if kept is None:
                 return None
-            message, commit_ts, op, before, after = (a.filter(fine) for a in (message, commit_ts, op, before, after))
-            row_flags = {flag: mask.filter(fine) for flag, mask in row_flags.items()}
+            (message, commit_ts, op, before, after), row_flags = kept
         flags = (*types.flags, "commit_ts_inferred") if self.inferred else types.flags
         return RowBlock(
             self.database or None,

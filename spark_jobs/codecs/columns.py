@@ -17,6 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_jobs.codecs import fast_paths
+
 Converter = Callable[[str], str]
 # Errors a converter raises for a bad value; they are the value's fault, never the batch's.
 BAD_VALUE = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError, OverflowError)
@@ -51,13 +53,7 @@ def matching(pattern: str) -> Keep:
 
 def decimal(scale: int | None) -> Keep:
     """DECIMAL text with exactly `scale` fraction digits (any, for None), no leading zeros, not a negative zero."""
-    whole = r"-?(?:0|[1-9][0-9]*)"
-    if scale is None:
-        pattern = rf"^{whole}(?:\.[0-9]+)?$"
-    elif scale == 0:
-        pattern = rf"^{whole}$"
-    else:
-        pattern = rf"^{whole}\.[0-9]{{{scale}}}$"
+    pattern = rf"^-?{fast_paths.decimal_pattern(scale)}$"
     return lambda values: pc.and_not(
         pc.match_substring_regex(values, pattern), pc.match_substring_regex(values, NEGATIVE_ZERO)
     )
@@ -95,6 +91,20 @@ def shortest_double(values: Any) -> Any:
 SHORTEST_DOUBLE = r"^(?:-?[1-9][0-9]{0,15}\.[0-9]*[1-9]|-?[1-9][0-9]{0,15}\.0|-?0\.0{0,3}[1-9](?:[0-9]*[1-9])?)$"
 # base64 as `base64.b64encode` writes it (the text of bytes): padded, no bits set past the last byte
 BASE64 = matching(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$")
+
+
+def without_rejected(
+    bad: Any, message: Any, rows: tuple[Any, ...], row_flags: dict[str, Any], row_wise: list[int]
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """A block's row arrays and row flags without the messages that hold a value a converter rejected (`bad`
+    marks its rows): those messages go to `row_wise`, where `decode` gives their exact error. (message, *rows)
+    and the flags filtered alike; None when no row is left."""
+    rejected = pc.unique(message.filter(bad))
+    row_wise.extend(rejected.to_pylist())
+    fine = pc.invert(pc.is_in(message, rejected))
+    if not pc.any(fine).as_py():
+        return None
+    return tuple(a.filter(fine) for a in (message, *rows)), {f: mask.filter(fine) for f, mask in row_flags.items()}
 
 
 def _utc_minute(minute: Callable[[str], str | None], text: str) -> str | None:
@@ -193,4 +203,4 @@ def _by_minute(values: Any, rule: ColumnRule) -> tuple[Any, Any]:
     return pc.if_else(done, moved, values), done
 
 
-__all__ = ["AS_SENT", "BAD_VALUE", "ColumnRule", "Converter", "Keep", "converted"]
+__all__ = ["AS_SENT", "BAD_VALUE", "ColumnRule", "Converter", "Keep", "converted", "without_rejected"]

@@ -62,16 +62,20 @@ def generate(codec: str, source: str, namespace: dict[str, Any], name: str = "ma
 DOUBLE_SHAPE = re.compile(r"-?[1-9][0-9]*\.[0-9]*[1-9]|-?[1-9][0-9]*\.0|-?0\.(?!0000)[0-9]*[1-9]|0\.0").fullmatch
 
 
+def decimal_pattern(scale: int | None) -> str:
+    """Non-negative DECIMAL text with exactly `scale` fraction digits (any, for None), no leading zeros: a
+    pattern both Python's re and RE2 read (the column paths' `columns.decimal`)."""
+    if scale is None:
+        return r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
+    if scale == 0:
+        return r"(?:0|[1-9][0-9]*)"
+    return rf"(?:0|[1-9][0-9]*)\.[0-9]{{{scale}}}"
+
+
 @cache
 def decimal_shape(scale: int | None) -> Callable[[str], object]:
-    """Non-negative DECIMAL text with exactly `scale` fraction digits (any, for None), no leading zeros."""
-    if scale is None:
-        pattern = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
-    elif scale == 0:
-        pattern = r"0|[1-9][0-9]*"
-    else:
-        pattern = rf"(?:0|[1-9][0-9]*)\.[0-9]{{{scale}}}"
-    return re.compile(pattern).fullmatch
+    """`decimal_pattern` as a full-match test."""
+    return re.compile(decimal_pattern(scale)).fullmatch
 
 
 def digits_test(v: str) -> str:

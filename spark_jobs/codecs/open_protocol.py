@@ -1430,14 +1430,12 @@ class _Gathered:
             row_flags["old_value_partial"] = is_update
         elif missing is not None and pc.any(missing).as_py():
             row_flags["old_value_partial"] = pc.replace_with_mask(pa.array(np.zeros(count, bool)), is_update, missing)
-        if rejected.any():  # a value its converter rejects: its whole message goes row-wise, for the exact error
-            gone = pc.unique(message.filter(pa.array(rejected)))
-            row_wise.extend(gone.to_pylist())
-            fine = pc.invert(pc.is_in(message, gone))
-            if not pc.any(fine).as_py():
+        if rejected.any():
+            rows = (commit_ts, op, before, after)
+            kept = columns.without_rejected(pa.array(rejected), message, rows, row_flags, row_wise)
+            if kept is None:
                 return None
-            message, commit_ts, op, before, after = (a.filter(fine) for a in (message, commit_ts, op, before, after))
-            row_flags = {flag: mask.filter(fine) for flag, mask in row_flags.items()}
+            (message, commit_ts, op, before, after), row_flags = kept
         return RowBlock(
             shape.database,
             shape.table,

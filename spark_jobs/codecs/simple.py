@@ -1241,8 +1241,7 @@ def _column_rule(c: _Column, convert: Converter | None) -> columns.ColumnRule:
     elif base == "year":
         keep = columns.year
     elif base == "decimal" and c.scale is not None:
-        fraction = rf"\.[0-9]{{{c.scale}}}" if c.scale else ""
-        keep = columns.matching(rf"^(?:0|[1-9][0-9]*){fraction}$")
+        keep = columns.matching(rf"^{fast_paths.decimal_pattern(c.scale)}$")  # its converter keeps no negative
     elif base == "double":
         keep = columns.double
     elif base == "date":
@@ -1347,12 +1346,11 @@ class _Shape:
             images[image] = struct_of([c.name for c in self.schema.columns], columns_of, present)
         commit_ts = pa.array(self.commit_ts, pa.int64())
         before, after = images["old"], images["data"]
-        if pc.any(bad).as_py():  # a value its converter rejects: its message goes row-wise, for the exact error
-            row_wise.extend(message.filter(bad).to_pylist())
-            fine = pc.invert(bad)
-            if not pc.any(fine).as_py():
+        if pc.any(bad).as_py():
+            kept = columns.without_rejected(bad, message, (commit_ts, op, before, after), {}, row_wise)
+            if kept is None:
                 return None
-            message, commit_ts, op, before, after = (a.filter(fine) for a in (message, commit_ts, op, before, after))
+            (message, commit_ts, op, before, after), _ = kept
         schema = self.schema
         return RowBlock(
             schema.database,

@@ -7,8 +7,12 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
+
+from spark_jobs.bronze.kafka_reader import MESSAGE_SCHEMA
 from spark_jobs.canonical.values import int_bits, parse_type
 from spark_jobs.codecs import ChangeEvent, DecodeError, Decoder, column_decoder, decoder_class, make_decoder
+from spark_jobs.silver.decode import decode_batches
 from ticdc_devkit.simulator.model import Column, Message, Table
 from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS
 
@@ -104,6 +108,27 @@ def changefeed_decoder(protocol: str, options: Mapping[str, Any]) -> Decoder:
     """A decoder for a changefeed with these options, leaving out those only the encoder takes."""
     allowed = decoder_class(protocol).OPTIONS
     return make_decoder(protocol, {k: v for k, v in options.items() if k in allowed})
+
+
+def bronze_batch(messages: list[tuple[bytes | None, bytes | None]]) -> pa.RecordBatch:
+    """(key, value) pairs as the bronze rows of one partition that silver's decode reads."""
+    rows = [
+        {"topic": "t", "partition": 0, "offset": i, "timestamp": None, "key": k, "value": v, "headers": []}
+        for i, (k, v) in enumerate(messages)
+    ]
+    return pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
+
+
+def silver_rows(
+    protocol: str, messages: list[tuple[bytes | None, bytes | None]], options: dict, column_wise: bool
+) -> list[dict]:
+    """The rows silver's decode makes of these messages, column-wise or row by row, in (offset, event) order."""
+    batches = decode_batches(iter([bronze_batch(messages)]), protocol, options, column_wise=column_wise)
+    rows = [row for batch in batches for row in pa.Table.from_batches([batch]).to_pylist()]
+    for row in rows:  # maps as dicts: the order of a map's entries carries nothing
+        for name in ("before", "after", "column_types"):
+            row[name] = None if row[name] is None else dict(row[name])
+    return sorted(rows, key=lambda r: (r["offset"], r["event_index"]))
 
 
 def decode_partitions(protocol: str, messages: list[Message], options: Mapping[str, Any]) -> dict[int, list[dict]]:

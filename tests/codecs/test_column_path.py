@@ -9,15 +9,12 @@ with bad messages in the batch quarantined alike and costing nothing to the rest
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.bronze.kafka_reader import MESSAGE_SCHEMA
 from spark_jobs.codecs import column_decoder, make_decoder
-from spark_jobs.silver.decode import decode_batches
-from tests.codecs.helpers import agree_by_columns, changefeed_decoder
+from tests.codecs.helpers import agree_by_columns, changefeed_decoder, silver_rows
 from tests.codecs.test_cross_protocol import streams
 from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
 from ticdc_devkit.simulator.stream import encode_stream
@@ -63,23 +60,6 @@ BAD_VALUES = {
 ENCODER_ONLY = {"output-raw-change-event", "integrity-check-level"}
 
 
-def bronze_batch(values: list[bytes | None]) -> pa.RecordBatch:
-    rows = [
-        {"topic": "t", "partition": 0, "offset": i, "timestamp": None, "key": None, "value": v, "headers": []}
-        for i, v in enumerate(values)
-    ]
-    return pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
-
-
-def silver_rows(protocol: str, values: list[bytes | None], options: dict, column_wise: bool) -> list[dict]:
-    batches = decode_batches(iter([bronze_batch(values)]), protocol, options, column_wise=column_wise)
-    rows = [row for batch in batches for row in pa.Table.from_batches([batch]).to_pylist()]
-    for row in rows:  # maps as dicts: the order of a map's entries carries nothing
-        for name in ("before", "after", "column_types"):
-            row[name] = None if row[name] is None else dict(row[name])
-    return sorted(rows, key=lambda r: (r["offset"], r["event_index"]))
-
-
 def decoder_options(options: dict) -> dict:
     return {k: v for k, v in options.items() if k not in ENCODER_ONLY}
 
@@ -108,7 +88,8 @@ def test_the_column_path_gives_the_reference_answers(events, case, bad_at):
             reference[i] = [e.to_dict() for e in decoder.decode(None, value)]
         except Exception:
             reference[i] = None
-    decoded = agree_by_columns(protocol, options, [(None, v) for v in values], reference)
+    pairs = [(None, v) for v in values]
+    decoded = agree_by_columns(protocol, options, pairs, reference)
     row_wise_only = {"handle_key_only", "claim_check"}
     plain = [
         i
@@ -117,7 +98,7 @@ def test_the_column_path_gives_the_reference_answers(events, case, bad_at):
     ]
     checked = option.get("integrity-check-level") and options.get("verify-checksums", True)
     assert decoded >= (0 if checked else len(plain)), "every row message of the usual form decodes column-wise"
-    assert silver_rows(protocol, values, options, True) == silver_rows(protocol, values, options, False)
+    assert silver_rows(protocol, pairs, options, True) == silver_rows(protocol, pairs, options, False)
 
 
 KEYED = Table(
@@ -155,8 +136,9 @@ def test_row_keys_escape_as_json_does_and_bad_values_cost_only_their_message():
     assert bad != values[3]
     values.insert(4, bad)
     options = decoder_options(options)
-    column_wise = silver_rows("canal-json", values, options, True)
-    assert column_wise == silver_rows("canal-json", values, options, False)
+    pairs = [(None, v) for v in values]
+    column_wise = silver_rows("canal-json", pairs, options, True)
+    assert column_wise == silver_rows("canal-json", pairs, options, False)
     quarantined = [r for r in column_wise if r["kind"] == "quarantine"]
     assert [(r["offset"], r["reason"]) for r in quarantined] == [
         (4, "canal-json: bad value for column 'n': not an integer: 'zero' (at data[0].n)")
@@ -191,8 +173,9 @@ def test_a_commit_ts_past_a_signed_64_bit_tso_is_quarantined_not_a_failed_task()
     )
     values = [row % ((1 << 63) - 1), row % (1 << 63)]
     options = {"enable-tidb-extension": True}
-    rows = silver_rows("canal-json", values, options, True)
-    assert rows == silver_rows("canal-json", values, options, False)
+    pairs = [(None, v) for v in values]
+    rows = silver_rows("canal-json", pairs, options, True)
+    assert rows == silver_rows("canal-json", pairs, options, False)
     assert [(r["offset"], r["kind"], r["commit_ts"]) for r in rows] == [
         (0, "row", (1 << 63) - 1),
         (1, "quarantine", None),

@@ -14,15 +14,12 @@ from __future__ import annotations
 import json
 import random
 
-import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.bronze.kafka_reader import MESSAGE_SCHEMA
 from spark_jobs.codecs import column_decoder, make_decoder
 from spark_jobs.codecs.open_protocol import OpenDecoder, split_items
-from spark_jobs.silver.decode import decode_batches
-from tests.codecs.helpers import EVERY_TYPE, EVERY_TYPE_ROW, agree_by_columns
+from tests.codecs.helpers import EVERY_TYPE, EVERY_TYPE_ROW, agree_by_columns, silver_rows
 from tests.codecs.test_cross_protocol import streams
 from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
 from ticdc_devkit.simulator.stream import encode_stream
@@ -91,23 +88,6 @@ def decoder_options(options: dict) -> dict:
     return {k: v for k, v in options.items() if k in OpenDecoder.OPTIONS}
 
 
-def bronze_batch(messages: list[tuple[bytes | None, bytes | None]]) -> pa.RecordBatch:
-    rows = [
-        {"topic": "t", "partition": 0, "offset": i, "timestamp": None, "key": k, "value": v, "headers": []}
-        for i, (k, v) in enumerate(messages)
-    ]
-    return pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
-
-
-def silver_rows(messages: list[tuple[bytes | None, bytes | None]], options: dict, column_wise: bool) -> list[dict]:
-    batches = decode_batches(iter([bronze_batch(messages)]), "open", options, column_wise=column_wise)
-    rows = [row for batch in batches for row in pa.Table.from_batches([batch]).to_pylist()]
-    for row in rows:  # maps as dicts: the order of a map's entries carries nothing
-        for name in ("before", "after", "column_types"):
-            row[name] = None if row[name] is None else dict(row[name])
-    return sorted(rows, key=lambda r: (r["offset"], r["event_index"]))
-
-
 def reference_of(messages: list[tuple[bytes | None, bytes | None]], options: dict) -> dict[int, list[dict] | None]:
     decoder = make_decoder("open", options)
     reference: dict[int, list[dict] | None] = {}
@@ -143,7 +123,7 @@ def test_the_column_path_gives_the_reference_answers(events, option, hand_made, 
     ]
     compressed = options.get("large-message-handle-compression", "none") != "none"
     assert decoded >= (0 if compressed else len(plain)), "every row message of the usual form decodes column-wise"
-    assert silver_rows(messages, options, True) == silver_rows(messages, options, False)
+    assert silver_rows("open", messages, options, True) == silver_rows("open", messages, options, False)
 
 
 def test_a_key_of_several_columns_is_in_the_order_of_each_image():
@@ -207,8 +187,8 @@ def test_several_rows_per_message_a_bad_value_costs_only_its_message_and_key_cha
     bad_item = bytes(split_items(messages[2][1], 0, "value")[1]).replace(b'"v":"\\\\x05\\\\xff"', b'"v":"\\\\q"')
     messages[2] = with_item(messages[2], 1, bad_item)
     options = decoder_options(option)
-    column_wise = silver_rows(messages, options, True)
-    assert column_wise == silver_rows(messages, options, False)
+    column_wise = silver_rows("open", messages, options, True)
+    assert column_wise == silver_rows("open", messages, options, False)
     quarantined = [r for r in column_wise if r["kind"] == "quarantine"]
     assert [(r["offset"], r["reason"]) for r in quarantined] == [
         (2, "open: bad value '\\\\q' for type code 15: unknown escape \\q (at value item 1.u.b.v)")
@@ -357,5 +337,5 @@ def test_mutated_messages_decode_column_wise_only_to_the_reference_answers():
             batch.append((VERSION + framed(*heads), framed(*items)))
         options = decoder_options(option)
         decoded += agree_by_columns("open", options, batch, reference_of(batch, options))
-        assert silver_rows(batch, options, True) == silver_rows(batch, options, False)
+        assert silver_rows("open", batch, options, True) == silver_rows("open", batch, options, False)
     assert decoded > 40 * len(messages)  # the untouched messages, and mutants of the usual form
