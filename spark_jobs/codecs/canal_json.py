@@ -264,17 +264,23 @@ class _ColumnTypes:
         self.rules = [_column_rule(c) for c in self.converters.values()]
         # the column path's decoders of a message's `data` or `old`: rows of exactly these columns, each text or
         # null; an `old` of only some of them (only-output-updated-columns) as `partial_rows`, the rest UNSET
+        # None for a column name msgspec takes for no field (a quote, a backslash or a control character in it):
+        # those rows go row-wise
         names = {f"c{i}": name for i, name in enumerate(self.converters)}
-        self.row_type = msgspec.defstruct(
-            "Row", [(f, str | None) for f in names], rename=names, forbid_unknown_fields=True, gc=False
-        )
-        partial_row = msgspec.defstruct(
-            "PartialRow",
-            [(f, str | None | msgspec.UnsetType, msgspec.UNSET) for f in names],
-            rename=names,
-            forbid_unknown_fields=True,
-            gc=False,
-        )
+        self.rows: msgspec.json.Decoder[Any] | None = None
+        try:
+            self.row_type = msgspec.defstruct(
+                "Row", [(f, str | None) for f in names], rename=names, forbid_unknown_fields=True, gc=False
+            )
+            partial_row = msgspec.defstruct(
+                "PartialRow",
+                [(f, str | None | msgspec.UnsetType, msgspec.UNSET) for f in names],
+                rename=names,
+                forbid_unknown_fields=True,
+                gc=False,
+            )
+        except ValueError:
+            return
         self.rows = msgspec.json.Decoder(list[tuple[self.row_type, ...]])  # type: ignore[name-defined]
         self.partial_rows = msgspec.json.Decoder(tuple[partial_row, ...])  # type: ignore[valid-type]
 
@@ -872,7 +878,7 @@ class _Shape:
 
     def add(self, members: list[_Member], row_wise: list[int]) -> None:
         types = self.types
-        if types is None:
+        if types is None or types.rows is None:
             row_wise.extend(i for i, _, _ in members)
             return
         indices: list[int]
@@ -978,6 +984,7 @@ class _Shape:
 def _rows(types: _ColumnTypes, images: list[msgspec.Raw]) -> list[tuple[Any, ...] | None]:
     """Each message's rows (`data` or `old`) in one decode of them all; a message whose rows do not fit the shape
     (a column missing or unknown, a value not text) gets None."""
+    assert types.rows is not None  # `_Shape.add` sends a map without a row Struct row-wise
     decode = types.rows.decode
     try:
         every: list[tuple[Any, ...] | None] = [*decode(b"[" + b",".join(images) + b"]")]

@@ -1136,19 +1136,24 @@ class SimpleJsonDecoder(_SimpleDecoder):
         """
         if self._compression != "none":
             return ColumnDecode([], list(range(len(values))))
-        shapes: dict[int, _Shape] = {}
+        shapes: dict[tuple[str, str, int], _Shape | None] = {}
         row_wise: list[int] = []
         for start in range(0, len(values), _CHUNK):
             self._read_chunk(values, start, min(start + _CHUNK, len(values)), shapes, row_wise)
-        blocks = [block for shape in shapes.values() if (block := shape.block(row_wise))]
+        blocks = [block for shape in shapes.values() if shape and (block := shape.block(row_wise))]
         row_wise.sort()
         return ColumnDecode(blocks, row_wise)
 
     def _read_chunk(
-        self, values: Sequence[bytes | None], start: int, stop: int, shapes: dict[int, _Shape], row_wise: list[int]
+        self,
+        values: Sequence[bytes | None],
+        start: int,
+        stop: int,
+        shapes: dict[tuple[str, str, int], _Shape | None],
+        row_wise: list[int],
     ) -> None:
         decode, verify = _ENVELOPE.decode, self._verify_checksums
-        members: dict[int, list[tuple[int, _Envelope]]] = {}
+        members: dict[tuple[str, str, int], list[tuple[int, _Envelope]]] = {}
         for i in range(start, stop):
             try:  # the envelope's types admit only a row message of the usual form
                 doc = decode(values[i])  # type: ignore[arg-type]  # None: TypeError
@@ -1171,13 +1176,23 @@ class SimpleJsonDecoder(_SimpleDecoder):
                     row_wise.append(i)
                     continue
                 self._last_schema = schema
-            members.setdefault(id(schema), []).append((i, doc))
+            members.setdefault((schema.database, schema.table, schema.version), []).append((i, doc))
         for key, found in members.items():
-            shape = shapes.get(key)
+            if key not in shapes:
+                shapes[key] = self._shape(self._schemas[key])
+            shape = shapes[key]
             if shape is None:
-                schema = self._schemas[(found[0][1].database, found[0][1].table, found[0][1].schemaVersion)]
-                shape = shapes[key] = _Shape(schema, self._column_plan(schema))
-            shape.add(found, row_wise)
+                row_wise.extend(i for i, _ in found)
+            else:
+                shape.add(found, row_wise)
+
+    def _shape(self, schema: _Schema) -> _Shape | None:
+        """The column path's reader of a schema's rows; None for a column name msgspec takes for no field (a
+        quote, a backslash or a control character in it), whose rows go row-wise."""
+        try:
+            return _Shape(schema, self._column_plan(schema))
+        except ValueError:
+            return None
 
     def _learn(self, value: bytes | None) -> None:
         """Decode a message the envelope did not admit, for what it teaches (a schema); its events and any error

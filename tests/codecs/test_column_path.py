@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from spark_jobs.codecs import column_decoder, make_decoder
 from tests.codecs.helpers import agree_by_columns, changefeed_decoder, silver_rows
 from tests.codecs.test_cross_protocol import streams
-from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
 from ticdc_devkit.simulator.stream import encode_stream
 from ticdc_devkit.simulator.workload import create_table_sql
 
@@ -181,3 +181,20 @@ def test_a_commit_ts_past_a_signed_64_bit_tso_is_quarantined_not_a_failed_task()
         (1, "quarantine", None),
     ]
     assert "commit ts beyond a TSO's range" in rows[1]["reason"]
+
+
+@pytest.mark.parametrize("protocol", sorted(OPTIONS))
+def test_a_column_name_msgspec_cannot_take_goes_row_wise(protocol):
+    table = Table("shop", "t", (Column("id", "int", nullable=False), Column('dq"col\\', "varchar(8)")), key=("id",))
+    ts = 1_763_900_000_000 << 18
+    events: list = [Ddl(ts, "shop", "t", create_table_sql(table), "create_table", table_after=table)]
+    if protocol == "simple-json":
+        events.append(Bootstrap(table))
+    events += [RowChange(ts + (i << 18), "insert", table, None, {"id": i, 'dq"col\\': f"v{i}"}) for i in (1, 2)]
+    pairs = [(m.key, m.value) for m in encode_stream(protocol, events, options={})]
+    rows = silver_rows(protocol, pairs, {}, True)
+    assert rows == silver_rows(protocol, pairs, {}, False)
+    assert [r["after"] for r in rows if r["kind"] == "row"] == [
+        {"id": "1", 'dq"col\\': "v1"},
+        {"id": "2", 'dq"col\\': "v2"},
+    ]
