@@ -758,7 +758,7 @@ class CanalJsonDecoder:
         """Row messages of the usual form as RowBlocks; every other message (DDL, watermark, claim check,
         compression, several documents, anything malformed or a value its converter rejects) left to `decode`.
 
-        Messages are parsed in chunks of `_CHUNK`, small enough that a chunk's Python objects stay in the CPU's
+        Messages are parsed in chunks of `columns.CHUNK`, small enough that a chunk's Python objects stay in the CPU's
         caches, into one flat text array per shape and chunk; each shape's values are then checked and
         converted column by column for the whole batch.
         """
@@ -766,8 +766,8 @@ class CanalJsonDecoder:
             return ColumnDecode([], list(range(len(values))))
         shapes: dict[_ShapeKey, _Shape] = {}
         row_wise: list[int] = []
-        for start in range(0, len(values), _CHUNK):
-            self._read_chunk(values, start, min(start + _CHUNK, len(values)), shapes, row_wise)
+        for start in range(0, len(values), columns.CHUNK):
+            self._read_chunk(values, start, min(start + columns.CHUNK, len(values)), shapes, row_wise)
         blocks = [block for shape in shapes.values() if (block := shape.block(self._old_is_partial, row_wise))]
         row_wise.sort()
         return ColumnDecode(blocks, row_wise)
@@ -818,10 +818,6 @@ class CanalJsonDecoder:
             return self._types_by_items(types_map) if type(types_map) is dict and types_map else None
         except (orjson.JSONDecodeError, DecodeError):
             return None
-
-
-# messages per chunk of the column path
-_CHUNK = 512
 
 
 _MAX_TS = (1 << 63) - 1  # silver keeps a commit ts as a signed 64-bit integer

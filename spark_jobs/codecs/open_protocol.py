@@ -634,7 +634,7 @@ class OpenDecoder:
         (DDL, resolved, claim check, handle key only, compression, items of several shapes, anything malformed or a
         value its converter rejects) left to `decode`.
 
-        Messages are framed and parsed in chunks of `_CHUNK` messages or about `_CHUNK_ITEMS` items (a message may
+        Messages are framed and parsed in chunks of `columns.CHUNK` messages or about `_CHUNK_ITEMS` items (a message may
         carry many rows), small enough that a chunk's Python objects stay in the CPU's caches: keys with one msgspec
         type, values with the Structs of their table's shape, whose values go into Arrow arrays column by column;
         each shape's columns are then checked and converted for the whole batch.
@@ -666,7 +666,7 @@ class OpenDecoder:
         spans: list[tuple[int, int, int]] = []  # (message index, its first item, its item count)
         key_items: list[bytes] = []
         value_items: list[bytes] = []
-        end = min(start + _CHUNK, len(values))
+        end = min(start + columns.CHUNK, len(values))
         stop = start
         while stop < end and len(key_items) < _CHUNK_ITEMS:
             framed = _framed_items(keys[stop], values[stop])
@@ -813,6 +813,19 @@ def _is_plain_timestamp(text: str) -> bool:
     return 21 <= size <= 26 and text[10] == " " and text[19] == "." and text[20:].isdigit() and text.isascii()
 
 
+def _hour_offset(zone: dt.tzinfo, start: dt.datetime) -> dt.timedelta | None:
+    """The zone's UTC offset through the local hour from `start`; None where it changes within the hour (a DST
+    fold or gap: those texts go to text_timestamp_from_zone itself)."""
+    end = start + (_ONE_HOUR - dt.timedelta(microseconds=1))
+    candidates = {
+        zone.utcoffset(start),
+        zone.utcoffset(start.replace(fold=1)),
+        zone.utcoffset(end),
+        zone.utcoffset(end.replace(fold=1)),
+    }
+    return candidates.pop() if len(candidates) == 1 else None
+
+
 def _timestamp_converter(zone: dt.tzinfo | None) -> _TimestampConverter:
     """TIMESTAMP text in the changefeed zone -> canonical UTC text.
 
@@ -823,14 +836,7 @@ def _timestamp_converter(zone: dt.tzinfo | None) -> _TimestampConverter:
     offsets: dict[str, dt.timedelta | None] = {}
 
     def hour_offset(zone: dt.tzinfo, hour_text: str, start: dt.datetime) -> dt.timedelta | None:
-        end = start + (_ONE_HOUR - dt.timedelta(microseconds=1))
-        candidates = {
-            zone.utcoffset(start),
-            zone.utcoffset(start.replace(fold=1)),
-            zone.utcoffset(end),
-            zone.utcoffset(end.replace(fold=1)),
-        }
-        offset = candidates.pop() if len(candidates) == 1 else None
+        offset = _hour_offset(zone, start)
         if len(offsets) > 100_000:
             offsets.clear()
         offsets[hour_text] = offset
@@ -987,7 +993,6 @@ _SMALL_INTS = {n: n for n in range(-5, 257)}
 # rare text another rule does not keep (once per distinct value), Go-quoted binary strings and base64 text
 # (each value), and the TIMESTAMP zone offset (once per distinct minute).
 
-_CHUNK = 512  # messages per chunk, at most
 _CHUNK_ITEMS = 1024  # items per chunk, about: the cache holds their Structs (measured best from 512 to 2048)
 _SHAPES_KEPT = 1024
 _VERSION = BATCH_VERSION.to_bytes(8, "big")
@@ -1163,15 +1168,7 @@ def _utc_minute_in(zone: dt.tzinfo | None) -> Callable[[str], str | None]:
             local = dt.datetime.fromisoformat(minute + ":00")
             if zone is None:
                 return minute
-            start = local.replace(minute=0)
-            end = start + (_ONE_HOUR - dt.timedelta(microseconds=1))
-            offsets = {
-                zone.utcoffset(start),
-                zone.utcoffset(start.replace(fold=1)),
-                zone.utcoffset(end),
-                zone.utcoffset(end.replace(fold=1)),
-            }
-            offset = offsets.pop() if len(offsets) == 1 else None
+            offset = _hour_offset(zone, local.replace(minute=0))
             if offset is None or offset % _ONE_MINUTE:
                 return None
             return (local - offset).isoformat(" ")[:16]

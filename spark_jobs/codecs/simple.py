@@ -1130,7 +1130,7 @@ class SimpleJsonDecoder(_SimpleDecoder):
         envelope does not admit is decoded on the spot as well, so a bootstrap or DDL teaches its schema to the
         rows after it (`decode` reads it again later, which changes nothing).
 
-        Messages are parsed in chunks of `_CHUNK` (a chunk's objects stay in the CPU's caches) into one text
+        Messages are parsed in chunks of `columns.CHUNK` (a chunk's objects stay in the CPU's caches) into one text
         array per column, schema and chunk; each schema's columns are then checked and converted for the whole
         batch.
         """
@@ -1138,8 +1138,8 @@ class SimpleJsonDecoder(_SimpleDecoder):
             return ColumnDecode([], list(range(len(values))))
         shapes: dict[tuple[str, str, int], _Shape | None] = {}
         row_wise: list[int] = []
-        for start in range(0, len(values), _CHUNK):
-            self._read_chunk(values, start, min(start + _CHUNK, len(values)), shapes, row_wise)
+        for start in range(0, len(values), columns.CHUNK):
+            self._read_chunk(values, start, min(start + columns.CHUNK, len(values)), shapes, row_wise)
         blocks = [block for shape in shapes.values() if shape and (block := shape.block(row_wise))]
         row_wise.sort()
         return ColumnDecode(blocks, row_wise)
@@ -1211,9 +1211,6 @@ class SimpleJsonDecoder(_SimpleDecoder):
             plan.rules.append(_column_rule(c, converters.get(c.name)))
             plan.timestamps.append(c.base == "timestamp")
         return plan
-
-
-_CHUNK = 512  # messages per chunk of the column path
 
 
 class _Envelope(msgspec.Struct, gc=False):
