@@ -104,7 +104,26 @@ def cmd_gold(args) -> int:
 
 
 def cmd_run(args) -> int:
+    if args.continuous:
+        return _printed(
+            steps.run_continuously(args.source, args.config, interval=args.interval, max_batches=args.max_batches)
+        )
+    if args.max_batches is not None:
+        raise ConfigError("--max-batches needs --continuous")
     return _printed(steps.run_once(args.source, args.config))
+
+
+def _seconds(text: str) -> float:
+    """A duration: seconds, or a number with the unit s, m or h (`10s`, `1.5m`)."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a duration such as 10s, 2m or 30 (seconds), got {text!r}") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"a duration must be positive, got {text!r}")
+    return seconds
 
 
 def cmd_quarantine(args) -> int:
@@ -242,7 +261,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rebuild", action="store_true", help="every gold and history table from silver (= rebuild gold+history)"
     )
-    _source_command(sub, "run", cmd_run, "land, decode and build gold once")
+    p = _source_command(sub, "run", cmd_run, "land, decode and build gold once (or continuously)")
+    p.add_argument(
+        "--continuous", action="store_true", help="run in micro-batches in this process until SIGTERM or Ctrl-C"
+    )
+    p.add_argument(
+        "--interval", type=_seconds, default=10.0, help="with --continuous: a batch starts every this often (10s)"
+    )
+    p.add_argument("--max-batches", type=int, help="with --continuous: stop after this many batches")
 
     p = sub.add_parser("quarantine", help="list quarantined messages, or decode them again after a fix")
     p.add_argument("action", choices=("list", "replay"))

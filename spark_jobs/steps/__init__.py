@@ -24,6 +24,7 @@ _WHERE = {
     "pack_env": "cluster",
     "serve_thrift": "cluster",
     "configured_sources": "context",
+    "run_continuously": "continuous",
     "reconciled_sources": "context",
     "erase": "erasing",
     "erase_request": "erasing",
@@ -81,6 +82,7 @@ __all__ = [
     "reconcile",
     "reconciled_sources",
     "record_status",
+    "run_continuously",
     "run_once",
     "serve_thrift",
     "snapshot_request",
@@ -93,6 +95,7 @@ if TYPE_CHECKING:
     from spark_jobs.steps.backfill import CSV_FIELDS, day_status, load_snapshot, snapshot_request, write_day
     from spark_jobs.steps.cluster import pack_env, serve_thrift
     from spark_jobs.steps.context import configured_sources, reconciled_sources
+    from spark_jobs.steps.continuous import run_continuously
     from spark_jobs.steps.erasing import erase, erase_request
     from spark_jobs.steps.ingest import (
         check_freshness,

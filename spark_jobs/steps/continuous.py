@@ -1,0 +1,243 @@
+"""Continuous mode: one long-lived process runs the source's ingest in micro-batches, each a whole `run_once`
+(land exactly once, decode and dedupe, publish gold at one consistent timestamp, with history), so a change
+reaches gold a batch after it reaches Kafka instead of a schedule's period later.
+
+The driver holds the source's lock from start to stop, so no scheduled run or rebuild of the source writes
+while it runs. It keeps one JVM and one Spark session for all its batches, stops between batches on SIGTERM or
+SIGINT, pauses on a transient fault (a broker or catalog down: one line per attempt, then the same batch again
+after a growing wait), and stops on any other error (its supervisor restarts it). A heartbeat file says what it
+is doing (`runtime.heartbeat`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_jobs.errors import ConfigError, TransientFault
+from spark_jobs.runtime import heartbeat
+from spark_jobs.runtime.lock import source_lock
+from spark_jobs.runtime.results import Result
+from spark_jobs.steps.context import ConfigRef, pipeline_config, writing
+from spark_jobs.steps.ingest import RunResult, run_once
+
+log = logging.getLogger(__name__)
+
+MAX_PAUSE_SECONDS = 300.0  # the longest wait between two attempts after a transient fault
+
+
+@dataclass(frozen=True)
+class ContinuousResult(Result):
+    """What a continuous driver did from its start to its stop."""
+
+    source: str
+    batches: int
+    paused: int  # attempts that met a transient fault
+    records: int  # Kafka records landed
+    row_changes: int  # row changes decoded into silver
+    consistent_ts: int | None  # gold's, after the last batch
+    seconds: float
+    stopped_by: str  # "signal", "stop" (asked in-process) or "max_batches"
+    per_batch_seconds: list[float] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        return [
+            f"{self.source}: {self.batches} batches in {self.seconds:.1f}s ({self.paused} paused), "
+            f"{self.records} records landed, {self.row_changes} row changes; gold as of TiDB ts "
+            f"{self.consistent_ts}; stopped by {self.stopped_by}"
+        ]
+
+
+def pause_seconds(interval: float, attempt: int) -> float:
+    """The wait before attempt `attempt + 1` after `attempt` transient faults in a row: the interval, doubled
+    each time, at most MAX_PAUSE_SECONDS."""
+    return float(min(max(interval, 1.0) * 2 ** (attempt - 1), MAX_PAUSE_SECONDS))
+
+
+class _Driver:
+    """The loop's counters and its heartbeat, which a thread of its own rewrites every few seconds (a batch can
+    take longer than the heartbeat's staleness limit)."""
+
+    def __init__(self, source: str, local_dir: Any, interval: float):
+        self.source, self.local_dir, self.interval = source, local_dir, interval
+        self.started = time.monotonic()
+        self.lock = threading.Lock()
+        self.batches = self.paused = self.records = self.row_changes = self.faults_in_a_row = 0
+        self.consistent_ts: int | None = None
+        self.per_batch: list[float] = []
+        self.document: dict[str, Any] = {
+            "source": source,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "interval_seconds": interval,
+            "state": heartbeat.STARTING,
+            "batches": 0,
+            "paused": 0,
+            "records": 0,
+            "row_changes": 0,
+            "consistent_ts": None,
+            "published_at_ms": None,
+            "fault": None,
+            "recent": [],
+        }
+
+    def beat(self, **changes: Any) -> None:
+        with self.lock:
+            self.document.update(changes, heartbeat_at_ms=heartbeat.now_ms())
+            heartbeat.write_heartbeat(self.local_dir, self.document)
+
+    @contextmanager
+    def beating(self) -> Iterator[None]:
+        done = threading.Event()
+
+        def keep_beating() -> None:
+            while not done.wait(heartbeat.BEAT_SECONDS):
+                self.beat()
+
+        self.beat(started_at_ms=heartbeat.now_ms())
+        thread = threading.Thread(target=keep_beating, name=f"heartbeat {self.source}", daemon=True)
+        thread.start()
+        try:
+            yield
+        except BaseException as exc:
+            done.set()
+            self.beat(state=heartbeat.FAILED, fault=f"{type(exc).__name__}: {exc}")
+            raise
+        done.set()
+        thread.join()
+        self.beat(state=heartbeat.STOPPED)
+
+    def finished(self, run: RunResult, seconds: float) -> None:
+        self.batches += 1
+        self.faults_in_a_row = 0
+        self.records += run.landed.records
+        self.row_changes += run.decoded.row_changes
+        self.consistent_ts = run.published.consistent_ts
+        self.per_batch.append(seconds)
+        behind = heartbeat.freshness_seconds({"consistent_ts": self.consistent_ts})
+        log.info(
+            "source %s batch %d: %d records landed, %d row changes, %d tables built; gold as of TiDB ts %s%s; %.1fs",
+            self.source,
+            self.batches,
+            run.landed.records,
+            run.decoded.row_changes,
+            len(run.published.built),
+            self.consistent_ts,
+            "" if behind is None else f" ({behind:.1f}s behind)",
+            seconds,
+        )
+        done = heartbeat.now_ms()
+        recent = {
+            "finished_at_ms": done,
+            "seconds": round(seconds, 3),
+            "records": run.landed.records,
+            "row_changes": run.decoded.row_changes,
+            "consistent_ts": self.consistent_ts,
+        }
+        self.beat(
+            state=heartbeat.WAITING,
+            batches=self.batches,
+            records=self.records,
+            row_changes=self.row_changes,
+            consistent_ts=self.consistent_ts,
+            published_at_ms=done,
+            fault=None,
+            recent=[*self.document["recent"], recent][-heartbeat.RECENT_BATCHES :],
+        )
+
+    def pause(self, fault: TransientFault) -> float:
+        self.paused += 1
+        self.faults_in_a_row += 1
+        wait = pause_seconds(self.interval, self.faults_in_a_row)
+        log.warning(
+            "source %s: batch %d paused (attempt %d): %s; trying again in %.0fs",
+            self.source,
+            self.batches + 1,
+            self.faults_in_a_row,
+            fault,
+            wait,
+        )
+        self.beat(state=heartbeat.PAUSED, paused=self.paused, fault=str(fault))
+        return wait
+
+    def result(self, stopped_by: str) -> ContinuousResult:
+        return ContinuousResult(
+            self.source,
+            self.batches,
+            self.paused,
+            self.records,
+            self.row_changes,
+            self.consistent_ts,
+            time.monotonic() - self.started,
+            stopped_by,
+            self.per_batch,
+        )
+
+
+@contextmanager
+def _stopped_by_signals(stop: threading.Event, signalled: list[int]) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop` (the batch under way finishes first); only the main thread can take
+    signals, so elsewhere (a test's thread) only `stop` ends the loop."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(number: int, _frame: Any) -> None:
+        if not stop.is_set():
+            log.info("%s: stopping after the batch under way", signal.Signals(number).name)
+        signalled.append(number)
+        stop.set()
+
+    previous = {number: signal.signal(number, on_signal) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def run_continuously(
+    source: str,
+    config: ConfigRef = None,
+    *,
+    interval: float = 10.0,
+    max_batches: int | None = None,
+    stop: threading.Event | None = None,
+) -> ContinuousResult:
+    """Run the source's ingest in batches, one starting `interval` seconds after the last one started (at
+    once when a batch took longer), until SIGTERM/SIGINT, `stop`, or `max_batches`."""
+    cfg = pipeline_config(config, source)
+    if not interval > 0:
+        raise ConfigError(f"--interval must be a positive number of seconds, got {interval}")
+    stop = stop or threading.Event()
+    signalled: list[int] = []
+    driver = _Driver(source, cfg.local_dir, interval)
+    # the lock first: a driver that waits for another run (or another driver) writes no heartbeat meanwhile
+    with (
+        _stopped_by_signals(stop, signalled),
+        source_lock(cfg.local_dir, source, f"continuous {source}"),
+        driver.beating(),
+        writing(cfg, source, f"continuous {source}"),
+    ):
+        log.info("source %s: running continuously, a batch every %.0fs", source, interval)
+        while not stop.is_set() and (max_batches is None or driver.batches < max_batches):
+            started = time.monotonic()
+            driver.beat(state=heartbeat.RUNNING)
+            try:
+                run = run_once(source, cfg)
+            except TransientFault as fault:
+                stop.wait(driver.pause(fault))
+                continue
+            driver.finished(run, time.monotonic() - started)
+            if max_batches is None or driver.batches < max_batches:
+                stop.wait(max(0.0, interval - (time.monotonic() - started)))
+    stopped_by = "signal" if signalled else "stop" if stop.is_set() else "max_batches"
+    return driver.result(stopped_by)

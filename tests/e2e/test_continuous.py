@@ -1,0 +1,89 @@
+"""Continuous mode in the test session's own Spark: a driver in a thread runs batches while the stream grows, and
+after each slice of the stream gold reaches that slice's last commit; when it stops, gold and history equal the
+upstream database, and its counts and heartbeat say what it did."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+from spark_jobs.runtime import heartbeat
+from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES
+from spark_jobs.steps.continuous import pause_seconds, run_continuously
+from tests.e2e.kill import slices
+from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.workload import random_workload
+
+pytestmark = pytest.mark.e2e
+
+SOURCE, SEED, SLICES = "continuous", 20261127, 3
+CATCH_UP_SECONDS = 300.0
+
+
+def wait_for_batch_with(local_dir, records: int, driver: threading.Thread) -> dict:
+    """The heartbeat once the driver has landed `records` records in all (its batches keep running meanwhile):
+    the batch that landed the last of them has decoded and published them too."""
+    deadline, beat = time.monotonic() + CATCH_UP_SECONDS, None
+    while time.monotonic() < deadline:
+        beat = heartbeat.read_heartbeat(local_dir, SOURCE)
+        if beat and beat["records"] >= records:
+            return beat
+        assert driver.is_alive(), f"the driver stopped before landing {records} records: {beat}"
+        time.sleep(0.5)
+    raise AssertionError(f"the driver did not land {records} records in {CATCH_UP_SECONDS}s: {beat}")
+
+
+def test_batches_follow_the_stream_and_gold_equals_upstream(spark, broker, source_config):
+    workload = random_workload(SEED, tables=2, changes=40, protocol="canal-json")
+    config = source_config(SOURCE, "canal-json")
+    broker.create_topics([SOURCE], partitions=1)
+    parts = slices(workload, SLICES, random.Random(SEED), SOURCE)
+    stop, outcome = threading.Event(), {}
+
+    def drive() -> None:
+        outcome["result"] = run_continuously(SOURCE, config, interval=1.0, stop=stop)
+
+    driver = threading.Thread(target=drive, name="continuous driver")
+    driver.start()
+    try:
+        produced, published = 0, [0]
+        for part in parts:
+            produce(broker.bootstrap, part)
+            produced += len(part)
+            beat = wait_for_batch_with(config.local_dir, produced, driver)
+            assert beat["records"] == produced, "no record landed twice"
+            assert beat["consistent_ts"] > published[-1], "each slice's watermark moves gold on"
+            assert heartbeat.is_alive(beat)
+            published.append(beat["consistent_ts"])
+    finally:
+        stop.set()
+        driver.join(timeout=CATCH_UP_SECONDS)
+    assert not driver.is_alive()
+
+    result = outcome["result"]
+    assert result.stopped_by == "stop"
+    assert result.batches >= SLICES and result.paused == 0
+    assert result.records == produced
+    landed = spark.table(BRONZE_MESSAGES).where(f"source = '{SOURCE}'").count()
+    assert landed == produced, "every message landed exactly once"
+    rows = spark.table(SILVER_ROW_CHANGES).where(f"source = '{SOURCE}'").count()
+    assert result.row_changes == rows
+    assert result.consistent_ts == workload.consistent_ts
+    assert_gold_is_upstream(spark, SOURCE, workload, workload.consistent_ts)
+    stamps = sorted({e.commit_ts for e in workload.events if hasattr(e, "commit_ts")})
+    assert_history_is_upstream(spark, SOURCE, workload, workload.consistent_ts, stamps)
+
+    beat = heartbeat.read_heartbeat(config.local_dir, SOURCE)
+    assert beat["state"] == heartbeat.STOPPED and not heartbeat.is_alive(beat)
+    assert beat["batches"] == result.batches and beat["consistent_ts"] == workload.consistent_ts
+    assert len(beat["recent"]) == min(result.batches, heartbeat.RECENT_BATCHES)
+    assert sum(b["records"] for b in beat["recent"]) == produced
+
+
+def test_pauses_grow_to_a_limit():
+    assert [pause_seconds(10, attempt) for attempt in (1, 2, 3, 6)] == [10, 20, 40, 300]
+    assert pause_seconds(0.5, 1) == 1.0
