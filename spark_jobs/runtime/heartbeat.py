@@ -9,6 +9,7 @@ Times are epoch milliseconds; TiDB timestamps are kept whole (their physical tim
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,28 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process of this host runs (a zombie, killed but not yet reaped by its parent, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
 def is_alive(
     heartbeat: dict[str, Any] | None, at_ms: int | None = None, stale_after: float = STALE_AFTER_SECONDS
 ) -> bool:
-    """Whether a driver is running: a heartbeat in a running state, rewritten within `stale_after` seconds."""
+    """Whether a driver is running: a heartbeat in a running state, rewritten within `stale_after` seconds, whose
+    process (when it ran on this host) still exists. A driver just started waits for the source's lock (another
+    run may hold it) before it beats: it is alive while its process is."""
     if heartbeat is None or heartbeat.get("state") in (STOPPED, FAILED):
         return False
+    here = heartbeat.get("host") == socket.gethostname() and heartbeat.get("pid") is not None
+    if here and not process_alive(int(heartbeat["pid"])):
+        return False
+    if here and heartbeat.get("state") == STARTING:
+        return True
     at = now_ms() if at_ms is None else at_ms
     return bool(at - int(heartbeat.get("heartbeat_at_ms", 0)) <= stale_after * 1000)
 

@@ -48,6 +48,9 @@ _WHERE = {
     "rebuild": "rebuilding",
     "rebuild_request": "rebuilding",
     "reconcile": "reconciling",
+    "driver_status": "supervising",
+    "start_driver": "supervising",
+    "WatchContinuousDriver": "supervising",
     "failure_callback": "spark_jobs.runtime.freshness",  # what every DAG's tasks alert with
     "FRESHNESS_ERROR": "spark_jobs.runtime.freshness",
 }
@@ -56,6 +59,7 @@ __all__ = [
     "CSV_FIELDS",
     "FRESHNESS_ERROR",
     "LAYERS",
+    "WatchContinuousDriver",
     "as_of",
     "check_config",
     "check_freshness",
@@ -63,6 +67,7 @@ __all__ = [
     "day_status",
     "decode",
     "decode_messages",
+    "driver_status",
     "erase",
     "erase_request",
     "failure_callback",
@@ -86,6 +91,7 @@ __all__ = [
     "run_once",
     "serve_thrift",
     "snapshot_request",
+    "start_driver",
     "write_day",
 ]
 
@@ -110,6 +116,7 @@ if TYPE_CHECKING:
     from spark_jobs.steps.maintaining import maintain, maintain_gold, maintain_shared, maintenance_report
     from spark_jobs.steps.rebuilding import LAYERS, rebuild, rebuild_request
     from spark_jobs.steps.reconciling import reconcile
+    from spark_jobs.steps.supervising import WatchContinuousDriver, driver_status, start_driver
 
 
 def __getattr__(name: str) -> Any:

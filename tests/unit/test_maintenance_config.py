@@ -163,6 +163,14 @@ def test_dags_import_with_alerting_retries_and_their_tasks(tmp_path, monkeypatch
     assert "Rebuild a layer of a source" in rebuild.doc_md
     for t in ingest.tasks:
         assert t.on_failure_callback and t.retries >= 1 and t.retry_exponential_backoff
+    continuous = bag.dags["ticdc_continuous__shop"]
+    (watch,) = continuous.tasks
+    assert watch.task_id == "watch_driver" and watch.source == "shop"
+    assert continuous.is_paused_upon_creation and continuous.max_active_runs == 1
+    assert watch.on_failure_callback and watch.on_retry_callback and watch.retries >= 3
+    assert watch.retry_exponential_backoff
+    assert continuous.params.get_param("interval_seconds").schema["minimum"] == 1
+    assert "Run a TiCDC source continuously" in continuous.doc_md
 
 
 def test_only_a_source_with_an_upstream_to_reconcile_against_has_a_reconcile_task(tmp_path, monkeypatch):
