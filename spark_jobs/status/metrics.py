@@ -19,6 +19,10 @@ HELP = {
     "ticdc_lake_broker_up": "1 if the source's Kafka broker answered the status page within its timeout.",
     "ticdc_lake_layer_time_seconds": "Physical time of the newest change per layer (landed: Kafka timestamp; decoded, consistent, gold: TiDB ts).",
     "ticdc_lake_lag_seconds": "Now minus the physical time of the newest change per layer.",
+    "ticdc_lake_continuous_up": "1 while the source's continuous driver runs (its heartbeat is fresh).",
+    "ticdc_lake_continuous_batches": "Batches the source's running (or last) continuous driver has finished.",
+    "ticdc_lake_continuous_batches_per_minute": "The continuous driver's batches per minute, over its recent batches.",
+    "ticdc_lake_continuous_gold_behind_seconds": "Now minus the physical time of the continuous driver's gold consistent ts.",
     "ticdc_lake_landed_offset": "Next offset to land per partition.",
     "ticdc_lake_high_watermark": "The broker's high watermark per partition, asked live.",
     "ticdc_lake_offset_lag": "High watermark minus landed offset per partition.",
@@ -54,6 +58,12 @@ def _samples(view: dict) -> Iterator[Sample]:
     source = {"source": view["source"]}
     yield "ticdc_lake_status_recorded", source, int(view["recorded"])
     yield "ticdc_lake_broker_up", source, int(view["broker"] == "reachable")
+    continuous = view.get("continuous")
+    if continuous is not None:
+        yield "ticdc_lake_continuous_up", source, int(continuous["alive"])
+        yield "ticdc_lake_continuous_batches", source, continuous["batches"]
+        yield "ticdc_lake_continuous_batches_per_minute", source, continuous["batches_per_minute"]
+        yield "ticdc_lake_continuous_gold_behind_seconds", source, continuous["gold_behind_seconds"]
     for p in view["partitions"]:
         labels = {**source, "topic": p["topic"], "partition": str(p["partition"])}
         yield "ticdc_lake_landed_offset", labels, p["landed_offset"]

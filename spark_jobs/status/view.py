@@ -8,6 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from spark_jobs.config import PipelineConfig, SourceSettings
+from spark_jobs.runtime import heartbeat
 from spark_jobs.status.live import BrokerOffsets, high_watermarks
 from spark_jobs.status.snapshot import LAYERS, read_snapshot
 
@@ -51,13 +52,38 @@ def _partitions(snapshot: dict, broker: BrokerOffsets) -> list[dict]:
     return rows
 
 
-def source_view(source: SourceSettings, snapshot: dict | None, broker: BrokerOffsets, now_ms: int) -> dict:
-    """One source as shown; `recorded` is False until the ingest DAG has written a snapshot."""
+def continuous_view(beat: dict | None, now_ms: int) -> dict | None:
+    """The source's continuous driver from its heartbeat (None when none ever ran): alive or not, its batch rate,
+    how far gold is behind the clock, and its last batch."""
+    if beat is None:
+        return None
+    recent = beat.get("recent") or []
+    return {
+        "alive": heartbeat.is_alive(beat, now_ms),
+        "state": beat.get("state"),
+        "pid": beat.get("pid"),
+        "host": beat.get("host"),
+        "batches": beat.get("batches", 0),
+        "paused": beat.get("paused", 0),
+        "batches_per_minute": heartbeat.batches_per_minute(beat),
+        "gold_behind_seconds": heartbeat.freshness_seconds(beat, now_ms),
+        "last_batch_seconds": recent[-1]["seconds"] if recent else None,
+        "heartbeat_age_seconds": (now_ms - beat["heartbeat_at_ms"]) / 1000 if "heartbeat_at_ms" in beat else None,
+        "fault": beat.get("fault"),
+    }
+
+
+def source_view(
+    source: SourceSettings, snapshot: dict | None, broker: BrokerOffsets, now_ms: int, beat: dict | None = None
+) -> dict:
+    """One source as shown; `recorded` is False until the ingest DAG (or a continuous driver) has written a
+    snapshot; `continuous` is None until a continuous driver has run."""
     view = {
         "source": source.name,
         "protocol": source.protocol,
         "broker": "reachable" if broker.reachable else "broker unreachable",
         "recorded": snapshot is not None,
+        "continuous": continuous_view(beat, now_ms),
     }
     if snapshot is None:
         return {**view, "partitions": _partitions({}, broker)}
@@ -101,6 +127,12 @@ def status_views(config: PipelineConfig, now_ms: int | None = None) -> list[dict
     with ThreadPoolExecutor(max_workers=min(8, len(config.sources))) as pool:
         brokers = list(pool.map(high_watermarks, config.sources))
     return [
-        source_view(source, read_snapshot(config.local_dir, source.name), broker, now_ms)
+        source_view(
+            source,
+            read_snapshot(config.local_dir, source.name),
+            broker,
+            now_ms,
+            heartbeat.read_heartbeat(config.local_dir, source.name),
+        )
         for source, broker in zip(config.sources, brokers)
     ]

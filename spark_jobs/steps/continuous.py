@@ -27,11 +27,13 @@ from spark_jobs.runtime import heartbeat
 from spark_jobs.runtime.lock import source_lock
 from spark_jobs.runtime.results import Result
 from spark_jobs.steps.context import ConfigRef, pipeline_config, writing
-from spark_jobs.steps.ingest import RunResult, run_once
+from spark_jobs.steps.ingest import RunResult, generate_docs, record_status, run_once
 
 log = logging.getLogger(__name__)
 
 MAX_PAUSE_SECONDS = 300.0  # the longest wait between two attempts after a transient fault
+STATUS_EVERY_SECONDS = 60.0  # how often the driver records the status page's snapshot
+DOCS_EVERY = 10  # the docs site: once every this many status records
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ class _Driver:
         self.batches = self.paused = self.records = self.row_changes = self.faults_in_a_row = 0
         self.consistent_ts: int | None = None
         self.per_batch: list[float] = []
+        self.built: set[str] = set()  # relations built since the docs site was last regenerated
+        self.status_kept = self.docs_kept = float("-inf")
         self.document: dict[str, Any] = {
             "source": source,
             "pid": os.getpid(),
@@ -109,7 +113,8 @@ class _Driver:
             yield
         except BaseException as exc:
             done.set()
-            self.beat(state=heartbeat.FAILED, fault=f"{type(exc).__name__}: {exc}")
+            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+            self.beat(state=heartbeat.FAILED, fault=f"{type(exc).__name__}: {first_line}")
             raise
         done.set()
         thread.join()
@@ -152,6 +157,29 @@ class _Driver:
             fault=None,
             recent=[*self.document["recent"], recent][-heartbeat.RECENT_BATCHES :],
         )
+
+    def keep_pages(self, cfg: Any, run: RunResult, started_at_ms: int, every: float) -> None:
+        """What the ingest DAG's last tasks do after a run: the status page's snapshot (this batch's numbers) at
+        most every `every` seconds, and the docs site, for the relations built since, DOCS_EVERY times as
+        seldom (it runs dbt). A transient fault leaves them to a later batch: the data is published."""
+        self.built.update(run.published.built)
+        now = time.monotonic()
+        try:
+            if now - self.status_kept >= every:
+                tasks: dict[str, tuple[str | None, float | None]] = {
+                    "land": ("success", run.landed.seconds),
+                    "decode": ("success", run.decoded.seconds),
+                    "publish_gold": ("success", run.published.seconds),
+                }
+                run_id = f"continuous__{self.document['started_at_ms']}__{self.batches}"
+                record_status(self.source, run_id, started_at_ms, tasks, cfg)
+                self.status_kept = now
+            if self.built and now - self.docs_kept >= every * DOCS_EVERY:
+                generate_docs(self.source, sorted(self.built), cfg)
+                self.built.clear()
+                self.docs_kept = now
+        except TransientFault as fault:
+            log.warning("source %s: pages not kept after batch %d: %s", self.source, self.batches, fault)
 
     def pause(self, fault: TransientFault) -> float:
         self.paused += 1
@@ -211,9 +239,11 @@ def run_continuously(
     interval: float = 10.0,
     max_batches: int | None = None,
     stop: threading.Event | None = None,
+    status_every: float = STATUS_EVERY_SECONDS,
 ) -> ContinuousResult:
     """Run the source's ingest in batches, one starting `interval` seconds after the last one started (at
-    once when a batch took longer), until SIGTERM/SIGINT, `stop`, or `max_batches`."""
+    once when a batch took longer), until SIGTERM/SIGINT, `stop`, or `max_batches`. The status page's snapshot
+    and the docs site are kept every `status_every` seconds, after a batch."""
     cfg = pipeline_config(config, source)
     if not interval > 0:
         raise ConfigError(f"--interval must be a positive number of seconds, got {interval}")
@@ -229,7 +259,7 @@ def run_continuously(
     ):
         log.info("source %s: running continuously, a batch every %.0fs", source, interval)
         while not stop.is_set() and (max_batches is None or driver.batches < max_batches):
-            started = time.monotonic()
+            started, started_at_ms = time.monotonic(), heartbeat.now_ms()
             driver.beat(state=heartbeat.RUNNING)
             try:
                 run = run_once(source, cfg)
@@ -237,6 +267,7 @@ def run_continuously(
                 stop.wait(driver.pause(fault))
                 continue
             driver.finished(run, time.monotonic() - started)
+            driver.keep_pages(cfg, run, started_at_ms, status_every)
             if max_batches is None or driver.batches < max_batches:
                 stop.wait(max(0.0, interval - (time.monotonic() - started)))
     stopped_by = "signal" if signalled else "stop" if stop.is_set() else "max_batches"

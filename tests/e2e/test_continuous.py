@@ -4,6 +4,7 @@ upstream database, and its counts and heartbeat say what it did."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -12,6 +13,7 @@ import pytest
 
 from spark_jobs.runtime import heartbeat
 from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES
+from spark_jobs.status.snapshot import read_snapshot
 from spark_jobs.steps.continuous import pause_seconds, run_continuously
 from tests.e2e.kill import slices
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
@@ -24,12 +26,12 @@ SOURCE, SEED, SLICES = "continuous", 20261127, 3
 CATCH_UP_SECONDS = 300.0
 
 
-def wait_for_batch_with(local_dir, records: int, driver: threading.Thread) -> dict:
+def wait_for_batch_with(local_dir, records: int, driver: threading.Thread, source: str = SOURCE) -> dict:
     """The heartbeat once the driver has landed `records` records in all (its batches keep running meanwhile):
     the batch that landed the last of them has decoded and published them too."""
     deadline, beat = time.monotonic() + CATCH_UP_SECONDS, None
     while time.monotonic() < deadline:
-        beat = heartbeat.read_heartbeat(local_dir, SOURCE)
+        beat = heartbeat.read_heartbeat(local_dir, source)
         if beat and beat["records"] >= records:
             return beat
         assert driver.is_alive(), f"the driver stopped before landing {records} records: {beat}"
@@ -82,6 +84,11 @@ def test_batches_follow_the_stream_and_gold_equals_upstream(spark, broker, sourc
     assert beat["batches"] == result.batches and beat["consistent_ts"] == workload.consistent_ts
     assert len(beat["recent"]) == min(result.batches, heartbeat.RECENT_BATCHES)
     assert sum(b["records"] for b in beat["recent"]) == produced
+    status = read_snapshot(config.local_dir, SOURCE)  # kept by the driver after its first batch
+    assert status is not None and status["history"][0]["run_id"].startswith("continuous__")
+    catalog = json.loads((config.local_dir / "dbt" / "target" / "catalog.json").read_text())
+    described = [node for node in catalog["nodes"] if node.startswith(f"model.ticdc_lakehouse.gold_{SOURCE}__")]
+    assert len(described) > 2, "the docs site describes the tables the driver built"
 
 
 def test_pauses_grow_to_a_limit():

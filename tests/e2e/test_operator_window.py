@@ -332,6 +332,41 @@ def test_status_page_shows_the_numbers_of_the_tables(page, api_server, spark, wi
     assert f'ticdc_lake_broker_up{{source="{SOURCE}"}} 1' in metrics
 
 
+def test_status_page_shows_the_continuous_driver(page, api_server, window):
+    """A continuous driver's heartbeat (written here as the driver writes it; tests/e2e/test_continuous*.py run
+    real drivers) is on the page: its state, batches, rate and how far gold is behind; a stale one is not running."""
+    from spark_jobs.config import load_config
+    from spark_jobs.runtime import heartbeat
+
+    config_path, _, _ = window
+    local_dir = load_config(config_path).local_dir
+    now = heartbeat.now_ms()
+    recent = [{"finished_at_ms": now - 30_000 + 5_000 * i, "seconds": 2.5, "records": 3} for i in range(7)]
+    beat = {
+        "source": SOURCE,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "state": heartbeat.WAITING,
+        "batches": 7,
+        "paused": 0,
+        "consistent_ts": (now - 9_000) << 18,
+        "recent": recent,
+    }
+    section = f"section[data-source={SOURCE}]"
+    try:
+        heartbeat.write_heartbeat(local_dir, {**beat, "heartbeat_at_ms": now})
+        page.goto(f"{api_server}{PLUGIN}/status")
+        assert _cell(page, f"{section} [data-field=continuous-state]") == "waiting"
+        assert _cell(page, f"{section} [data-field=continuous-batches]") == "7"
+        assert _cell(page, f"{section} [data-field=continuous-rate]") == "12.0"
+        assert _cell(page, f"{section} [data-field=continuous-behind]").endswith(" s")
+        heartbeat.write_heartbeat(local_dir, {**beat, "state": heartbeat.FAILED, "heartbeat_at_ms": now})
+        page.goto(f"{api_server}{PLUGIN}/status")
+        assert _cell(page, f"{section} [data-field=continuous-state]") == "not running"
+    finally:
+        heartbeat.heartbeat_path(local_dir, SOURCE).unlink(missing_ok=True)
+
+
 def test_status_page_and_docs_site_are_under_browse_in_airflow(page, api_server):
     for view, inside in (("Pipeline status", f"section[data-source={SOURCE}]"), ("dbt docs", "text=Overview")):
         page.goto(f"{api_server}/")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 
 from spark_jobs.codecs.checksum import FAILURE_PATTERN
 from spark_jobs.config import KafkaSettings, SourceSettings
 from spark_jobs.gold.publish import published_ts, record_publication
+from spark_jobs.runtime import heartbeat
 from spark_jobs.status.live import BrokerOffsets, high_watermarks
 from spark_jobs.status.metrics import prometheus_text
 from spark_jobs.status.snapshot import HISTORY_LIMIT, read_snapshot, snapshot_path, write_snapshot
@@ -158,10 +160,41 @@ def test_view_without_snapshot_or_broker():
         "protocol": "canal-json",
         "broker": "broker unreachable",
         "recorded": False,
+        "continuous": None,
         "partitions": [],
     }
     unreachable = source_view(source(), snapshot(), BrokerOffsets(False), NOW)
     assert [p["high_watermark"] for p in unreachable["partitions"]] == [None, None]
+
+
+def test_the_continuous_driver_is_shown_from_its_heartbeat_and_a_stale_one_as_not_running():
+    tso = (NOW - 12_000) << 18  # gold 12 s behind
+    recent = [{"finished_at_ms": NOW - 60_000 + 10_000 * i, "seconds": 4.0 + i, "records": 5} for i in range(7)]
+    beat = {
+        "source": "shop",
+        "pid": 1,
+        "host": "elsewhere",  # not this host: alive by the heartbeat's age alone
+        "state": heartbeat.WAITING,
+        "batches": 7,
+        "paused": 1,
+        "consistent_ts": tso,
+        "recent": recent,
+        "heartbeat_at_ms": NOW - 2_000,
+    }
+    shown = source_view(source(), None, BrokerOffsets(False), NOW, beat)["continuous"]
+    assert shown["alive"] and shown["state"] == "waiting" and shown["batches"] == 7 and shown["paused"] == 1
+    assert shown["batches_per_minute"] == 6.0 and shown["gold_behind_seconds"] == 12.0
+    assert shown["last_batch_seconds"] == 10.0 and shown["heartbeat_age_seconds"] == 2.0
+    metrics = prometheus_text([source_view(source(), None, BrokerOffsets(False), NOW, beat)])
+    assert 'ticdc_lake_continuous_up{source="shop"} 1' in metrics
+    assert 'ticdc_lake_continuous_gold_behind_seconds{source="shop"} 12.0' in metrics
+    stale = {**beat, "heartbeat_at_ms": NOW - int(heartbeat.STALE_AFTER_SECONDS * 1000) - 1}
+    assert not source_view(source(), None, BrokerOffsets(False), NOW, stale)["continuous"]["alive"]
+    assert 'ticdc_lake_continuous_up{source="shop"} 0' in prometheus_text(
+        [source_view(source(), None, BrokerOffsets(False), NOW, stale)]
+    )
+    gone_here = {**beat, "host": socket.gethostname(), "pid": 2**22 + 1}  # above Linux's largest pid
+    assert not heartbeat.is_alive(gone_here, NOW)
 
 
 def test_checksum_failures_are_shown_and_unknown_in_an_older_snapshot():
