@@ -51,7 +51,8 @@ def ingest_dag(source_name: str, reconciled: bool = False):
         Every run takes what the source's Kafka topics gained since the last run and carries it
         through all three layers:
 
-        1. **check_config**: the configuration file is valid (a bad one stops here, before any table);
+        1. **check_config**: the configuration file is valid (a bad one stops here, before any table); while the
+           source's continuous driver runs (`ticdc_continuous`), the run is skipped here;
         2. **land**: new Kafka records into `bronze.kafka_messages`, exactly once (the offsets are
            committed in the same Iceberg commit as the rows);
         3. **decode**: new bronze records into `silver.row_changes`, `silver.ddl_events`,
@@ -78,8 +79,15 @@ def ingest_dag(source_name: str, reconciled: bool = False):
 
         @task
         def check_config() -> dict:
-            """Validate the whole configuration and this source before any table is touched."""
-            return steps.check_config(source=source_name).xcom()
+            """Validate the whole configuration and this source before any table is touched; skip the run while
+            the source's continuous driver runs (it holds the source's lock)."""
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            checked = steps.check_config(source=source_name).xcom()
+            driver = steps.driver_status(source_name)
+            if driver.alive:
+                raise AirflowSkipException(f"{driver.lines()[0]}: the scheduled run is skipped")
+            return checked
 
         @task
         def land() -> dict:

@@ -9,7 +9,8 @@ containers):
 - `spark-master` and `spark-worker`: Spark standalone from pyspark's `spark-class`; executors run in the
   worker's JVMs with the packed Python environment (`runtime.executor_env`);
 - `thrift-server`: the Spark Thrift Server, a Spark application of its own, which dbt uses (`method: thrift`);
-- `airflow-api-server`, `airflow-scheduler`, `airflow-dag-processor`: Airflow on SQLite with the LocalExecutor.
+- `airflow-api-server`, `airflow-scheduler`, `airflow-dag-processor`, `airflow-triggerer`: Airflow on SQLite with
+  the LocalExecutor (the triggerer watches deferred tasks: the continuous DAG's driver).
 
 `up` starts from a clean cluster directory (the broker keeps nothing across restarts, so old tables would
 describe topics that no longer exist), packs the executors' environment, starts the services in dependency
@@ -399,9 +400,11 @@ class LoopbackCluster:
         api = self._spawn("airflow-api-server", api_port, [_bin("airflow"), "api-server", "--port", str(api_port)], env)
         scheduler = self._spawn("airflow-scheduler", 0, [_bin("airflow"), "scheduler"], env)
         processor = self._spawn("airflow-dag-processor", 0, [_bin("airflow"), "dag-processor"], env)
+        triggerer = self._spawn("airflow-triggerer", 0, [_bin("airflow"), "triggerer"], env)
         self._wait(api, lambda: _http_ok(f"http://127.0.0.1:{api_port}/api/v2/monitor/health"), "answer")
         self._wait(scheduler, lambda: True, "start")
         self._wait(processor, lambda: True, "start")
+        self._wait(triggerer, lambda: True, "start")
 
     def airflow(self, *args: str) -> str:
         """An `airflow` command against this cluster's Airflow; its standard output."""
@@ -415,15 +418,22 @@ class LoopbackCluster:
             raise RuntimeError(f"airflow {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
         return done.stdout
 
-    def start_run(self, dag_id: str) -> str:
+    def start_run(self, dag_id: str, conf: dict | None = None) -> str:
         """A run of `dag_id` through the scheduler; its run id. A paused DAG is unpaused, which starts the run
         its schedule has due (a timedelta schedule without catchup always has one); an active DAG is triggered.
-        Waits first until the dag processor has put the DAG in the database."""
+        With `conf`, the run is triggered with it (while the DAG is still paused, so that it is the run the
+        unpause starts). Waits first until the dag processor has put the DAG in the database."""
         deadline = time.monotonic() + READY_SECONDS
         while (paused := self._paused(dag_id)) is None:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the dag processor did not parse {dag_id} within {READY_SECONDS}s; see {self.logs}")
             time.sleep(2)
+        if conf is not None:
+            answer = self.airflow("dags", "trigger", dag_id, "-c", json.dumps(conf), "-o", "json").splitlines()
+            run_id = json.loads(next(line for line in answer if line.startswith("[")))[0]["dag_run_id"]
+            if paused:
+                self.airflow("dags", "unpause", dag_id)
+            return run_id
         if not paused:
             answer = self.airflow("dags", "trigger", dag_id, "-o", "json").splitlines()
             return json.loads(next(line for line in answer if line.startswith("[")))[0]["dag_run_id"]  # after warnings

@@ -2,12 +2,15 @@
 a Spark standalone master and worker, the Spark Thrift Server, the broker and Airflow's scheduler, dag processor
 and API server, each its own process.
 
-One DAG run, by the scheduler, lands, decodes and builds gold with executors in the worker's JVMs (Python from the
+One ingest DAG run, by the scheduler, lands, decodes and builds gold with executors in the worker's JVMs (Python from the
 shipped environment) and dbt through the Thrift Server, and in the middle of its decode task the worker is killed
 (SIGKILL, with its executors) and started again, as a supervisor would: Spark or Airflow retries, and the run
 ends with gold equal to the upstream database and silver equal to a clean decode of bronze. Meanwhile the Thrift
 Server, a second Spark application, reads bronze and silver as the run writes them (embedded Derby would refuse
 the second process).
+
+Then the continuous DAG, through the scheduler and the triggerer, starts and watches a continuous driver on the
+cluster, which publishes gold as of the same timestamp and stops on SIGTERM.
 
 Marked `cluster`: it runs once, in the session of the kill loops (`make test`). One run holds both scenarios: a
 DAG run on the cluster takes minutes of fixed cost.
@@ -30,7 +33,7 @@ from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES
 from tests.conftest import TEST_HOME
 from ticdc_devkit.broker import create_topics, produce
 from ticdc_devkit.cluster import LoopbackCluster
-from ticdc_devkit.simulator.model import RowChange
+from ticdc_devkit.simulator.model import RowChange, Watermark
 from ticdc_devkit.simulator.shop_stream import shop_stream
 from ticdc_devkit.simulator.stream import encode_stream
 
@@ -198,3 +201,30 @@ def test_ingest_dag_on_the_cluster_with_its_worker_killed_mid_decode_builds_gold
     bronze_reads = [n for table, n in reader.reads if table == BRONZE_MESSAGES]
     assert bronze_reads and bronze_reads[-1] == published, (bronze_reads, published)
     assert any(n for table, n in reader.reads if table == SILVER_ROW_CHANGES)
+    continuous_driver_on_the_cluster(cluster)
+
+
+def continuous_driver_on_the_cluster(cluster: LoopbackCluster) -> None:
+    """The continuous DAG through the scheduler: its task starts the driver (a Spark application on the cluster)
+    and defers to the triggerer, which watches the heartbeat until the run succeeds; the driver publishes gold
+    as of the stream's last watermark and stops on SIGTERM."""
+    from spark_jobs.config import load_config
+    from spark_jobs.runtime import heartbeat
+
+    dag = "ticdc_continuous__shop"
+    run_id = cluster.start_run(dag, conf={"interval_seconds": 2, "watch_minutes": 0.5, "max_lag_seconds": 0})
+    state = cluster.wait_for_run(dag, run_id, timeout=RUN_TIMEOUT)
+    cluster.airflow("dags", "pause", dag)
+    assert state == "success", f"{dag} run {run_id} ended {state}; logs: {cluster.directory / 'airflow' / 'logs'}"
+    local_dir = load_config(cluster.config_path).local_dir
+    last_watermark = max(e.ts for e in shop_stream() if isinstance(e, Watermark))
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while (beat := heartbeat.read_heartbeat(local_dir, "shop") or {}).get("batches", 0) < 1:
+        assert time.monotonic() < deadline and heartbeat.is_alive(beat), f"the driver ran no batch: {beat}"
+        time.sleep(2)
+    assert beat["consistent_ts"] == last_watermark, beat
+    os.kill(beat["pid"], signal.SIGTERM)
+    while heartbeat.process_alive(beat["pid"]):
+        assert time.monotonic() < deadline, "the driver did not stop on SIGTERM"
+        time.sleep(1)
+    assert heartbeat.read_heartbeat(local_dir, "shop")["state"] == heartbeat.STOPPED

@@ -1,10 +1,12 @@
 """Continuous mode in the test session's own Spark: a driver in a thread runs batches while the stream grows, and
-after each slice of the stream gold reaches that slice's last commit; when it stops, gold and history equal the
-upstream database, and its counts and heartbeat say what it did."""
+after each slice of the stream gold reaches that slice's last commit; a scheduled run of the source's ingest DAG
+meanwhile is skipped; when the driver stops, gold and history equal the upstream database, and its counts,
+heartbeat, status snapshot and docs site say what it did."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -15,7 +17,7 @@ from spark_jobs.runtime import heartbeat
 from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES
 from spark_jobs.status.snapshot import read_snapshot
 from spark_jobs.steps.continuous import pause_seconds, run_continuously
-from tests.e2e.kill import slices
+from tests.e2e.kill import REPO, slices
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from ticdc_devkit.broker import produce
 from ticdc_devkit.simulator.workload import random_workload
@@ -39,7 +41,9 @@ def wait_for_batch_with(local_dir, records: int, driver: threading.Thread, sourc
     raise AssertionError(f"the driver did not land {records} records in {CATCH_UP_SECONDS}s: {beat}")
 
 
-def test_batches_follow_the_stream_and_gold_equals_upstream(spark, broker, source_config):
+def test_batches_follow_the_stream_and_gold_equals_upstream(
+    spark, broker, source_config, config_file, airflow_db, tmp_path
+):
     workload = random_workload(SEED, tables=2, changes=40, protocol="canal-json")
     config = source_config(SOURCE, "canal-json")
     broker.create_topics([SOURCE], partitions=1)
@@ -61,6 +65,8 @@ def test_batches_follow_the_stream_and_gold_equals_upstream(spark, broker, sourc
             assert beat["consistent_ts"] > published[-1], "each slice's watermark moves gold on"
             assert heartbeat.is_alive(beat)
             published.append(beat["consistent_ts"])
+        tasks = scheduled_run(config_file(config, tmp_path / "pipeline.yaml"))
+        assert tasks["check_config"] == tasks["land"] == tasks["publish_gold"] == "skipped", tasks
     finally:
         stop.set()
         driver.join(timeout=CATCH_UP_SECONDS)
@@ -89,6 +95,21 @@ def test_batches_follow_the_stream_and_gold_equals_upstream(spark, broker, sourc
     catalog = json.loads((config.local_dir / "dbt" / "target" / "catalog.json").read_text())
     described = [node for node in catalog["nodes"] if node.startswith(f"model.ticdc_lakehouse.gold_{SOURCE}__")]
     assert len(described) > 2, "the docs site describes the tables the driver built"
+
+
+def scheduled_run(config_path) -> dict[str, str]:
+    """The source's ingest DAG run once (while the driver runs): each task's state."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    previous = os.environ["TICDC_LAKE_CONFIG"]
+    os.environ["TICDC_LAKE_CONFIG"] = str(config_path)
+    try:
+        bag = DagBag(dag_folder=str(REPO / "dags"))
+        assert not bag.import_errors, bag.import_errors
+        run = bag.get_dag(f"ticdc_ingest__{SOURCE}").test()
+    finally:
+        os.environ["TICDC_LAKE_CONFIG"] = previous
+    return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
 def test_pauses_grow_to_a_limit():

@@ -776,6 +776,7 @@ def test_a_config_variable_that_compose_provides_is_resolved():
             "airflow-init",
             "airflow-api-server",
             "airflow-dag-processor",
+            "airflow-triggerer",
             "airflow-scheduler",
             "spark-thrift",
         ):
