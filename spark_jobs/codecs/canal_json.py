@@ -788,7 +788,7 @@ class CanalJsonDecoder:
         for i in range(start, stop):
             try:  # the envelope's types admit only a row message of the usual form: the rest go row-wise
                 doc = decode(values[i])  # type: ignore[arg-type]  # None: TypeError
-            except (msgspec.DecodeError, TypeError, RecursionError):
+            except (*columns.UNREADABLE, TypeError):
                 row_wise.append(i)
                 continue
             tidb = doc.tidb
@@ -985,13 +985,13 @@ def _rows(types: _ColumnTypes, images: list[msgspec.Raw]) -> list[tuple[Any, ...
     try:
         every: list[tuple[Any, ...] | None] = [*decode(b"[" + b",".join(images) + b"]")]
         return every
-    except (msgspec.DecodeError, RecursionError):
+    except columns.UNREADABLE:
         pass
     found: list[tuple[Any, ...] | None] = []
     for image in images:
         try:
             found.append(decode(b"[" + bytes(image) + b"]")[0])
-        except (msgspec.DecodeError, RecursionError):
+        except columns.UNREADABLE:
             found.append(None)
     return found
 
@@ -1001,7 +1001,7 @@ def _filled(types: _ColumnTypes, image: msgspec.Raw, rows: tuple[Any, ...]) -> t
     where it does not fit the shape or its rows do not match the data's."""
     try:
         olds = types.partial_rows.decode(image)
-    except (msgspec.DecodeError, RecursionError):
+    except columns.UNREADABLE:
         return None
     if len(olds) != len(rows):
         return None

@@ -10,14 +10,22 @@ decoded row-wise (the reference), which gives the exact DecodeError; the rest of
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_jobs.codecs import fast_paths
+
+# what msgspec raises for a message a column path does not read, which then goes to the row-wise `decode`
+# (RecursionError: nested deeper than the interpreter's recursion limit, which is below orjson's depth limit;
+# UnicodeDecodeError: a string of a field it reads that is not UTF-8)
+UNREADABLE = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)
 
 Converter = Callable[[str], str]
 # Messages a column path parses at a time: small enough that a chunk's Python objects stay in the CPU's caches
@@ -94,6 +102,25 @@ def shortest_double(values: Any) -> Any:
 SHORTEST_DOUBLE = r"^(?:-?[1-9][0-9]{0,15}\.[0-9]*[1-9]|-?[1-9][0-9]{0,15}\.0|-?0\.0{0,3}[1-9](?:[0-9]*[1-9])?)$"
 # base64 as `base64.b64encode` writes it (the text of bytes): padded, no bits set past the last byte
 BASE64 = matching(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$")
+
+
+def real_dates(values: Any) -> Any:
+    """Text that begins with a `YYYY-MM-DD` date that exists (year 1 to 9999, the day within its month), as
+    `datetime` reads it: checked once per distinct date."""
+    days = pc.utf8_slice_codeunits(values, 0, 10)
+    shaped = pc.fill_null(DATE(days), False)
+    if not pc.any(shaped).as_py():
+        return shaped
+    real = [day for day in pc.unique(days.filter(shaped)).to_pylist() if _is_date(day)]
+    return pc.and_(shaped, pc.is_in(days, pa.array(real, pa.string())))
+
+
+def _is_date(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def without_rejected(
@@ -207,3 +234,57 @@ def _by_minute(values: Any, rule: ColumnRule) -> tuple[Any, Any]:
 
 
 __all__ = ["AS_SENT", "BAD_VALUE", "CHUNK", "ColumnRule", "Converter", "Keep", "converted", "without_rejected"]
+
+
+def by_value(values: Any, texts: Any, todo: Any, convert: Callable[[Any], str]) -> tuple[Any, Any]:
+    """(`texts` with the rows `todo` marks replaced by `convert` of their value in `values`, once per distinct
+    value; rows whose value `convert` rejected or None): for typed values (a protocol's numbers) whose text Arrow
+    does not write as the converter does."""
+    if len(values) == 0 or not pc.any(todo).as_py():
+        return texts, None
+    picked = values.filter(todo)
+    distinct = pc.unique(picked)
+    results, failed = _each(convert, distinct.to_pylist())
+    where = pc.index_in(picked, distinct)
+    out = pc.replace_with_mask(texts, todo, pa.array(results, pa.string()).take(where))
+    if failed is None:
+        return out, None
+    return out, pc.replace_with_mask(pa.array(np.zeros(len(values), np.bool_)), todo, pa.array(failed).take(where))
+
+
+_BASE64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", np.uint8)
+
+
+def base64_texts(values: Any) -> Any:
+    """Each binary value as `base64.b64encode` writes it (the canonical text of bytes), nulls kept: three bytes
+    to four characters for the whole array at once."""
+    values = values.cast(pa.large_binary())
+    count = len(values)
+    offsets = np.frombuffer(values.buffers()[1], np.int64, count + 1, values.offset * 8)
+    lengths = np.diff(offsets)
+    groups = (lengths + 2) // 3
+    first_group = np.cumsum(groups) - groups
+    total = int(lengths.sum())
+    padded = np.zeros(3 * int(groups.sum()), np.uint8)
+    if total:
+        data = np.frombuffer(values.buffers()[2], np.uint8, total, int(offsets[0]))
+        padded[np.arange(total) + np.repeat(3 * first_group - (offsets[:-1] - offsets[0]), lengths)] = data
+    triples = padded.reshape(-1, 3).astype(np.uint32)
+    word = triples[:, 0] << 16 | triples[:, 1] << 8 | triples[:, 2]
+    chars = _BASE64[np.stack([word >> 18, word >> 12 & 63, word >> 6 & 63, word & 63], axis=1)].reshape(-1)
+    last = 4 * (first_group + groups) - 1  # each value's last character
+    short = lengths % 3
+    chars[last[short == 1] - 1] = ord("=")
+    chars[last[short > 0]] = ord("=")
+    bounds = np.zeros(count + 1, np.int64)
+    np.cumsum(4 * groups, out=bounds[1:])
+    texts = pa.Array.from_buffers(pa.large_string(), count, [None, pa.py_buffer(bounds), pa.py_buffer(chars)])
+    texts = texts.cast(pa.string())
+    return texts if values.null_count == 0 else pc.if_else(values.is_valid(), texts, pa.scalar(None, pa.string()))
+
+
+def spread(column: Any, present: Any) -> Any:
+    """A column of the rows `present` marks, spread over every row (null where it is not)."""
+    if len(column) == len(present):
+        return column
+    return pc.replace_with_mask(pa.nulls(len(present), pa.string()), present, column)

@@ -732,7 +732,7 @@ class OpenDecoder:
                 if other is not None and other is not shape:
                     try:
                         docs[k] = other.values.decode(value_items[k])
-                    except _UNREADABLE:
+                    except columns.UNREADABLE:
                         continue
                     shapes[k] = other
         return shapes, docs
@@ -742,7 +742,7 @@ class OpenDecoder:
         the column path decodes (not an object of columns, a type code or flag `decode` does not know)."""
         try:
             doc = _ANY_VALUE.decode(item)
-        except _UNREADABLE:
+        except columns.UNREADABLE:
             return None
         image = doc.d if doc.d is not None else doc.u
         if not image:
@@ -999,9 +999,6 @@ _VERSION = BATCH_VERSION.to_bytes(8, "big")
 _LENGTH = struct.Struct(">Q").unpack_from
 _BASE64_CODES = frozenset((249, 250, 251, 252))
 _INSERT, _UPDATE, _DELETE = 0, 1, 2
-# what msgspec raises for an item it does not read (RecursionError: nested deeper than the interpreter's recursion
-# limit, which is below orjson's depth limit): the message goes row-wise
-_UNREADABLE = (msgspec.DecodeError, RecursionError)
 _ABSENT = -1  # the code of a column an old row lacks
 _ABSENT_VALUE = object()  # and its value
 _COLUMNS = msgspec.structs.astuple  # a row Struct's column Structs
@@ -1224,13 +1221,13 @@ def _each_decoded(decode: Callable[[bytes], Any], items: list[bytes]) -> list[An
     """Each item decoded, None where it does not decode: all in one go, item by item only when one fails."""
     try:
         return list(map(decode, items))
-    except _UNREADABLE:
+    except columns.UNREADABLE:
         pass
     found: list[Any] = []
     for item in items:
         try:
             found.append(decode(item))
-        except _UNREADABLE:
+        except columns.UNREADABLE:
             found.append(None)
     return found
 
@@ -1251,7 +1248,7 @@ def _in_order(shape: _Shape, items: list[bytes]) -> bool:
     for item in items:
         try:
             doc = _IMAGE_NAMES.decode(item)
-        except _UNREADABLE:
+        except columns.UNREADABLE:
             return False
         image = doc.d if doc.d is not None else doc.u
         if image is None or tuple(image) != shape.names:

@@ -48,7 +48,7 @@ from spark_jobs.canonical import values as V
 from spark_jobs.canonical.blocks import RowBlock, struct_of
 from spark_jobs.canonical.events import ChangeEvent
 from spark_jobs.canonical.events import table_schema as make_table_schema
-from spark_jobs.codecs import ColumnDecode, Headers, columns, fast_paths
+from spark_jobs.codecs import ColumnDecode, Headers, avro, columns, fast_paths
 from spark_jobs.codecs import checksum as crc
 from spark_jobs.codecs.large_message import COMPRESSIONS, decompress, read_claim_check
 from spark_jobs.errors import ConfigError, DecodeError, SchemaNotYetKnown
@@ -677,6 +677,14 @@ class _SimpleDecoder:
     def _parse(self, value: bytes) -> dict[str, Any]:
         raise NotImplementedError
 
+    def _learn(self, value: bytes | None) -> None:
+        """Decode a message the envelope did not admit, for what it teaches (a schema); its events and any error
+        are `decode`'s to give when the caller decodes it again."""
+        try:
+            self.decode(None, value)
+        except Exception:  # the caller decodes it again and reports it, exactly
+            pass
+
     # -- message kinds --
 
     def _watermark(self, msg: dict[str, Any], kind: str, _: bool) -> list[ChangeEvent]:
@@ -1157,7 +1165,7 @@ class SimpleJsonDecoder(_SimpleDecoder):
         for i in range(start, stop):
             try:  # the envelope's types admit only a row message of the usual form
                 doc = decode(values[i])  # type: ignore[arg-type]  # None: TypeError
-            except (msgspec.DecodeError, TypeError, RecursionError):
+            except (*columns.UNREADABLE, TypeError):
                 row_wise.append(i)
                 self._learn(values[i])
                 continue
@@ -1193,14 +1201,6 @@ class SimpleJsonDecoder(_SimpleDecoder):
             return _Shape(schema, self._column_plan(schema))
         except ValueError:
             return None
-
-    def _learn(self, value: bytes | None) -> None:
-        """Decode a message the envelope did not admit, for what it teaches (a schema); its events and any error
-        are `decode`'s to give when the caller decodes it again."""
-        try:
-            self.decode(None, value)
-        except Exception:  # the caller decodes it again and reports it, exactly
-            pass
 
     def _column_plan(self, schema: _Schema) -> _ColumnPlan:
         """Per column of the schema, in order: its rule, and whether it is a TIMESTAMP (sent as {location, value})."""
@@ -1323,12 +1323,12 @@ class _Shape:
         picked = list(itertools.compress(raws, wanted))
         try:
             rows: list[Any] = self.read.decode(b"[" + b",".join(picked) + b"]")
-        except (msgspec.DecodeError, RecursionError):
+        except columns.UNREADABLE:
             rows = []
             for raw in picked:
                 try:
                     rows.append(self.read.decode(b"[" + bytes(raw) + b"]")[0])
-                except (msgspec.DecodeError, RecursionError):
+                except columns.UNREADABLE:
                     rows.append(None)
         found = iter(rows)
         return [next(found) if want else _ABSENT for want in wanted]
@@ -1406,19 +1406,26 @@ def _timestamps(texts: Any, rule: columns.ColumnRule, utc_locations: frozenset[s
     out = pc.if_else(kept, value, pa.nulls(len(texts), pa.string()))
     failed = unread
     if pc.any(todo).as_py():
-        convert = cast(Converter, rule.convert)  # Simple's converters take any JSON value
-        results: list[str | None] = []
-        rejected: list[bool] = []
-        for where, what in zip(location.filter(todo).to_pylist(), value.filter(todo).to_pylist()):
-            try:
-                results.append(convert({"location": where, "value": what}))
-                rejected.append(False)
-            except _BAD_INPUT:
-                results.append(None)
-                rejected.append(True)
-        out = pc.replace_with_mask(out, todo, pa.array(results, pa.string()))
-        failed = pc.or_(failed, pc.replace_with_mask(pa.array(np.zeros(len(texts), bool)), todo, pa.array(rejected)))
+        out, rejected = _zoned(rule, location, value, todo, out)
+        failed = pc.or_(failed, rejected)
     return out, (failed if pc.any(failed).as_py() else None)
+
+
+def _zoned(rule: columns.ColumnRule, location: Any, value: Any, todo: Any, out: Any) -> tuple[Any, Any]:
+    """(`out` with the rows `todo` marks converted from their {location, value} one by one, the rows whose
+    value the converter rejected)."""
+    convert = cast(Converter, rule.convert)  # Simple's converters take any JSON value
+    results: list[str | None] = []
+    rejected: list[bool] = []
+    for where, what in zip(location.filter(todo).to_pylist(), value.filter(todo).to_pylist()):
+        try:
+            results.append(convert({"location": where, "value": what}))
+            rejected.append(False)
+        except _BAD_INPUT:
+            results.append(None)
+            rejected.append(True)
+    out = pc.replace_with_mask(out, todo, pa.array(results, pa.string()))
+    return out, pc.replace_with_mask(pa.array(np.zeros(len(out), bool)), todo, pa.array(rejected))
 
 
 class SimpleAvroDecoder(_SimpleDecoder):
@@ -1449,6 +1456,324 @@ class SimpleAvroDecoder(_SimpleDecoder):
         elif "type" not in payload or (kind == "DML") != (payload["type"] in DML_OPS):
             raise DecodeError(self.protocol, f"message type {kind} does not match its payload", "payload")
         return payload
+
+    # ---- the column path ---------------------------------------------------------------------------
+
+    def decode_columns(self, keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> ColumnDecode:
+        """Row messages whose schema is known, without a checksum to verify, claim check or handle-key-only,
+        as RowBlocks; every other message left to `decode`. The batch is read at once by the column-wise Avro
+        reader (`avro.read_records`); then in order, as `SimpleJsonDecoder.decode_columns` reads it: a message that
+        is not a row of the usual form is decoded on the spot as well, so a bootstrap or DDL teaches its schema
+        to the rows after it. Each schema's columns are then made canonical for the whole batch.
+        """
+        count = len(values)
+        payloads = avro.Payloads.of(values) if self._compression == "none" else None
+        if payloads is None:
+            return ColumnDecode([], list(range(count)))
+        rows = np.flatnonzero(payloads.present)
+        held, bad = avro.read_records(payloads, _message_reader(), rows)
+        at, dml = held["payload"].parts[_DML]
+        read = np.zeros(len(at), np.bool_) if dml is None else ~bad[at] & (held["type"][at] == _DML)
+        learn = np.ones(count, np.bool_)
+        learn[rows[at[read]]] = False
+        if dml is None:
+            for i in np.flatnonzero(learn).tolist():
+                self._learn(values[i])
+            return ColumnDecode([], list(range(count)))
+        dml["message"] = rows[at]  # each row message's index in the batch
+        needs_data, needs_old = dml["type"] != _DELETE, dml["type"] != _INSERT
+        usual = (
+            read
+            & (dml["version"] == 1)
+            & (dml["commitTs"] >= 0)  # a TSO, as silver keeps it
+            & (dml["claimCheckLocation"].index == 0)
+            & (dml["handleKeyOnly"].index == 0)
+            & ((dml["data"].index == 1) == needs_data)  # an image the op has no use for: `decode` skips it
+            & ((dml["old"].index == 1) == needs_old)
+        )
+        if self._verify_checksums:
+            usual &= dml["checksum"].index == 0
+        shapes = self._shapes_of(values, payloads, dml, np.flatnonzero(usual), np.flatnonzero(learn))
+        images = {name: _AvroImage.of(payloads, dml, name, usual) for name in ("data", "old")}
+        taken = np.zeros(count, np.bool_)
+        blocks = []
+        for schema, members in shapes:
+            block = self._avro_block(payloads, dml, schema, members, images)
+            if block is not None:
+                taken[block.message.to_numpy()] = True
+                blocks.append(block)
+        return ColumnDecode(blocks, np.flatnonzero(~taken).tolist())
+
+    def _shapes_of(
+        self, values: Sequence[bytes | None], payloads: avro.Payloads, dml: dict[str, Any], usual: Any, learn: Any
+    ) -> list[tuple[_Schema, Any]]:
+        """(schema, positions among the row messages) of the usual rows, each row read with the schema in the cache
+        when it comes: the messages to `learn` from are decoded in order between the rows. The cache changes only
+        there, so the rows between two of them are looked up once per distinct (database, table, version)."""
+        database, wrong_database = avro.texts_of(payloads, avro.picked(dml["database"], usual))
+        table, wrong_table = avro.texts_of(payloads, avro.picked(dml["table"], usual))
+        fine = np.ones(len(usual), np.bool_)
+        for wrong in (wrong_database, wrong_table):
+            if wrong is not None:
+                fine &= ~wrong
+        databases, tables = pc.dictionary_encode(database), pc.dictionary_encode(table)
+        versions, version_codes = np.unique(dml["schemaVersion"][usual], return_inverse=True)
+        names = (databases.dictionary.to_pylist(), tables.dictionary.to_pylist())
+        sizes = np.array([len(names[0]), len(names[1]), len(versions)], np.int64)
+        segment = np.searchsorted(learn, dml["message"][usual])
+        combined = ((segment * sizes[0] + databases.indices.to_numpy()) * sizes[1] + tables.indices.to_numpy()) * sizes[
+            2
+        ] + version_codes
+        distinct, which = np.unique(combined, return_inverse=True)
+        learned = 0
+        found: list[_Schema | None] = []
+        for code in distinct.tolist():
+            rest, version = divmod(code, int(sizes[2]))
+            rest, table_code = divmod(rest, int(sizes[1]))
+            upto, database_code = divmod(rest, int(sizes[0]))
+            for i in learn[learned:upto].tolist():
+                self._learn(values[i])
+            learned = max(learned, upto)
+            found.append(self._schemas.get((names[0][database_code], names[1][table_code], int(versions[version]))))
+        for i in learn[learned:].tolist():
+            self._learn(values[i])
+        shapes: dict[int, int] = {}  # id of a schema (each alive in `found`) -> its shape
+        shape_of = np.array(
+            [-1 if schema is None else shapes.setdefault(id(schema), len(shapes)) for schema in found], np.int64
+        )[which]
+        shape_of[~fine] = -1
+        schemas = {shape: schema for schema in found if schema is not None for shape in [shapes[id(schema)]]}
+        return [(schemas[k], usual[shape_of == k]) for k in range(len(shapes)) if (shape_of == k).any()]
+
+    def _avro_block(
+        self,
+        payloads: avro.Payloads,
+        dml: dict[str, Any],
+        schema: _Schema,
+        members: Any,
+        images: dict[str, _AvroImage | None],
+    ) -> RowBlock | None:
+        """The RowBlock of one schema's rows (positions among the row messages), without the rows `decode` would
+        give otherwise: an image whose columns are not exactly the schema's, a value of another branch than TiCDC
+        writes for its type, or one its converter rejects."""
+        kinds = self._avro_columns(schema)
+        ops = dml["type"][members]
+        count = len(members)
+        bad = np.zeros(count, np.bool_)
+        made: dict[str, tuple[list[Any], Any]] = {}
+        for name, uses in (("data", ops != _DELETE), ("old", ops != _INSERT)):
+            image = images[name]
+            if image is None or not uses.any():
+                made[name] = [pa.nulls(count, pa.string()) for _ in kinds], pa.array(uses)
+                continue
+            texts, wrong = image.columns(payloads, schema, kinds, members[uses])
+            bad[uses] |= wrong
+            made[name] = [columns.spread(text, pa.array(uses)) for text in texts], pa.array(uses)
+        keep = ~bad
+        if not keep.any():
+            return None
+        mask = pa.array(keep)
+        names = [c.name for c in schema.columns]
+        before, after = (
+            struct_of(names, [text.filter(mask) for text in made[name][0]], made[name][1].filter(mask))
+            for name in ("old", "data")
+        )
+        kept = members[keep]
+        return RowBlock(
+            schema.database,
+            schema.table,
+            schema.key_columns,
+            schema.column_types,
+            names,
+            pa.array(dml["message"][kept].astype(np.int32)),
+            pa.array(dml["commitTs"][kept]),
+            _AVRO_OPS.take(pa.array(dml["type"][kept])),
+            before,
+            after,
+            schema_version=schema.version,
+        )
+
+    def _avro_columns(self, schema: _Schema) -> list[tuple[int, avro.Texts]]:
+        """Per column of the schema: the union branch TiCDC writes its values in, and how its text is made."""
+        converters = dict(schema.converters)
+        utc_locations = pa.array(
+            sorted(V.UTC_ZONE_NAMES | ({"Local"} if self._default_zone is None else set())), pa.string()
+        )
+        return [_avro_column(c, converters.get(c.name), utc_locations) for c in schema.columns]
+
+
+# The Avro column path reads a Message's payload branch and kind (both DML: 3), a row's DMLType (INSERT 0, UPDATE 1,
+# DELETE 2) and each row value's union branch (null 0, then long, float, double, string, bytes, Timestamp,
+# UnsignedBigint), as simple_message.avsc declares them.
+_DML, _INSERT, _DELETE = 3, 0, 2
+_AVRO_OPS = pa.array(["insert", "update", "delete"], pa.string())
+_LONG, _FLOAT, _DOUBLE, _STRING, _BYTES, _TIMESTAMP, _UNSIGNED_BIGINT = range(1, 8)
+
+
+@lru_cache(maxsize=1)
+def _message_reader() -> avro.Node:
+    """The column-wise reader of com.pingcap.simple.avro.Message; it refuses a bootstrap (the only payload with
+    arrays), which `decode` reads."""
+    return avro.named_readers(json.loads(MESSAGE_SCHEMA_PATH.read_text()))[MESSAGE_RECORD]
+
+
+@dataclass(frozen=True)
+class _AvroImage:
+    """One image field (`data` or `old`) of a batch's usual row messages: their map entries in the payloads'
+    order, each with its row (position among the row messages), its key (a code of `names`, -1 where it is not
+    UTF-8) and its value (its union branch, and its place among what that branch read)."""
+
+    rows: int  # row messages in the batch
+    position: Any
+    code: Any
+    names: list[str]
+    branch: Any
+    at: Any
+    reads: list[Any]
+
+    @staticmethod
+    def of(payloads: avro.Payloads, dml: dict[str, Any], name: str, usual: Any) -> _AvroImage | None:
+        sel, entries = dml[name].parts[1]
+        if entries is None or not len(entries.owner):
+            return None
+        position = sel[entries.owner]
+        order = np.empty(len(position), np.int64)
+        order[entries.order] = np.arange(len(position))
+        order = order[usual[position[order]]]
+        keys, wrong = avro.texts_of(payloads, avro.picked(entries.key, order))
+        encoded = pc.dictionary_encode(keys)
+        code = encoded.indices.to_numpy().astype(np.int64)
+        if wrong is not None:
+            code[wrong] = -1
+        value = entries.value
+        at = np.zeros(len(position), np.int64)
+        for taken, _ in value.parts:
+            at[taken] = np.arange(len(taken))
+        reads = [held for _, held in value.parts]
+        return _AvroImage(
+            len(usual), position[order], code, encoded.dictionary.to_pylist(), value.index[order], at[order], reads
+        )
+
+    def columns(
+        self, payloads: avro.Payloads, schema: _Schema, kinds: list[tuple[int, avro.Texts]], use: Any
+    ) -> tuple[list[Any], Any]:
+        """(each column's text over the rows `use` (positions, ascending), which of them `decode` gives otherwise):
+        a row must hold every column of the schema once and no other, each value in its column's branch or null."""
+        width = len(kinds)
+        index = {c.name: j for j, c in enumerate(schema.columns)}
+        column_of = np.array([index.get(name, -1) for name in self.names] + [-1], np.int64)  # code -1: the last
+        slot_of = np.full(self.rows, -1, np.int64)
+        slot_of[use] = np.arange(len(use))
+        mine = np.flatnonzero(slot_of[self.position] >= 0)
+        slot, column = slot_of[self.position[mine]], column_of[self.code[mine]]
+        wrong = np.zeros(len(use), np.bool_)
+        wrong[slot[column < 0]] = True
+        known = column >= 0
+        cells = slot[known] * width + column[known]
+        wrong |= (np.bincount(cells, minlength=len(use) * width).reshape(len(use), width) != 1).any(axis=1)
+        entry = np.zeros(len(use) * width, np.int64)
+        entry[cells] = mine[known]
+        good = np.flatnonzero(~wrong)
+        texts = []
+        for j, (branch, make) in enumerate(kinds):
+            chosen = entry[good * width + j]
+            took = self.branch[chosen]
+            valued = took == branch
+            wrong[good[~valued & (took != 0)]] = True
+            if not valued.any():
+                texts.append(pa.nulls(len(use), pa.string()))
+                continue
+            text, rejected = make(payloads, avro.picked(self.reads[branch], self.at[chosen[valued]]))
+            if rejected is not None:
+                wrong[good[valued][rejected]] = True
+            present = np.zeros(len(use), np.bool_)
+            present[good[valued]] = True
+            texts.append(columns.spread(text, pa.array(present)))
+        return texts, wrong
+
+
+def _avro_column(c: _Column, convert: Converter | None, utc_locations: Any) -> tuple[int, avro.Texts]:
+    """(the union branch TiCDC writes a column's values in (`avro_value` in its encoder), how the column path makes
+    their text as the column's converter does)."""
+    base = c.base
+    if base == "bigint" and c.unsigned:
+        return _UNSIGNED_BIGINT, lambda payloads, held: avro.unsigned_texts(payloads, held["value"])
+    if base in V.INTEGER_TYPES:
+        return _LONG, _avro_unsigned(V.int_bits(base)) if c.unsigned else avro.signed_texts
+    if base == "bit":
+        return _LONG, avro.unsigned_texts
+    if base == "year":
+        return _LONG, _avro_years
+    if base == "enum" and c.elements is not None:
+        return _LONG, _avro_enum(c.elements)
+    if base in ("set", "float", "double") and convert is not None:
+        if base == "set":
+            return _LONG, _avro_set(convert)
+        return (_FLOAT, avro.float_texts(convert, 32)) if base == "float" else (_DOUBLE, avro.float_texts(convert, 64))
+    if base in V.BINARY_TYPES:
+        return _BYTES, avro.blob_texts
+    rule = _column_rule(c, convert)
+    if base == "timestamp":
+        return _TIMESTAMP, _avro_timestamps(rule, utc_locations)
+    return _STRING, avro.rule_texts(rule)
+
+
+def _avro_unsigned(bits: int) -> avro.Texts:
+    """An unsigned integer below 64 bits: a negative one unwrapped as `_unsigned_converter` does, or rejected."""
+
+    def texts(payloads: avro.Payloads, values: Any) -> tuple[Any, Any]:
+        number = np.where(values < 0, values + (1 << bits), values)
+        return pa.array(number).cast(pa.string()), values < -(1 << (bits - 1))
+
+    return texts
+
+
+def _avro_years(payloads: avro.Payloads, values: Any) -> tuple[Any, Any]:
+    array = pa.array(values)
+    text = pc.utf8_lpad(array.cast(pa.string()), 4, "0")
+    return columns.by_value(array, text, pa.array(values < 0), _year_text)[0], None  # a negative one: `-005`
+
+
+def _avro_enum(elements: list[str]) -> avro.Texts:
+    labels = pa.array(["", *elements], pa.string())
+
+    def texts(payloads: avro.Payloads, values: Any) -> tuple[Any, Any]:
+        wrong = (values < 0) | (values > len(elements))
+        return labels.take(pa.array(np.where(wrong, 0, values))), wrong
+
+    return texts
+
+
+def _avro_set(convert: Converter) -> avro.Texts:
+    """SET bitmasks: the converter once per distinct mask."""
+
+    def texts(payloads: avro.Payloads, values: Any) -> tuple[Any, Any]:
+        array = pa.array(values)
+        every = pa.array(np.ones(len(values), np.bool_))
+        out, rejected = columns.by_value(array, array.cast(pa.string()), every, convert)
+        return out, None if rejected is None else rejected.to_numpy(zero_copy_only=False)
+
+    return texts
+
+
+def _avro_timestamps(rule: columns.ColumnRule, utc_locations: Any) -> avro.Texts:
+    """Timestamp records: the value as sent where its location is UTC and its text canonical, else the
+    converter's text of {location, value}, value by value."""
+    keep = cast(columns.Keep, rule.keep)
+
+    def texts(payloads: avro.Payloads, held: Any) -> tuple[Any, Any]:
+        location, wrong = avro.texts_of(payloads, held["location"])
+        value, wrong_value = avro.texts_of(payloads, held["value"])
+        if wrong_value is not None:
+            wrong = wrong_value if wrong is None else wrong | wrong_value
+        todo = pc.invert(pc.and_(pc.is_in(location, utc_locations), pc.fill_null(keep(value), False)))
+        if not pc.any(todo).as_py():
+            return value, wrong
+        value, rejected = _zoned(rule, location, value, todo, value)
+        rejected = rejected.to_numpy(zero_copy_only=False)
+        return value, rejected if wrong is None else wrong | rejected
+
+    return texts
 
 
 __all__ = ["SimpleAvroDecoder", "SimpleJsonDecoder", "message_schema", "names_from_sql"]

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.codecs import column_decoder, make_decoder
+from spark_jobs.codecs import PROTOCOLS, column_decoder, make_decoder
 from tests.codecs.helpers import agree_by_columns, changefeed_decoder, silver_rows
 from tests.codecs.test_cross_protocol import streams
 from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
@@ -160,10 +160,29 @@ def test_row_keys_escape_as_json_does_and_bad_values_cost_only_their_message():
     assert result.row_wise == [0, 4, len(values) - 1]  # the CREATE TABLE, the bad value, the watermark
 
 
-@pytest.mark.parametrize("protocol", ["debezium", "avro", "simple-avro"])
-def test_protocols_without_a_column_path_decode_row_wise(protocol):
-    options = {"schema-registry-url": "http://127.0.0.1:1"} if protocol == "avro" else {}
-    assert column_decoder(make_decoder(protocol, options)) is None
+def test_every_protocol_decodes_column_wise():
+    for protocol in PROTOCOLS:
+        options = {"schema-registry-url": "http://127.0.0.1:1"} if protocol == "avro" else {}
+        assert column_decoder(make_decoder(protocol, options)) is not None, protocol
+
+
+@pytest.mark.parametrize("protocol", ["canal-json", "debezium", "open", "simple-json"])
+def test_a_name_that_is_not_utf8_is_quarantined_and_costs_only_its_message(protocol):
+    table = Table("shop", "t", (Column("id", "int", nullable=False), Column("v", "varchar(8)")), key=("id",))
+    ts = 1_763_900_000_000 << 18
+    events: list = [Ddl(ts, "shop", "t", create_table_sql(table), "create_table", table_after=table)]
+    if protocol == "simple-json":
+        events.append(Bootstrap(table))
+    events += [RowChange(ts + (i << 18), "insert", table, None, {"id": i, "v": f"v{i}"}) for i in (1, 2, 3)]
+    pairs = [(m.key, m.value) for m in encode_stream(protocol, events, options={})]
+    broken = next(i for i, (_, value) in enumerate(pairs) if b'"v2"' in value)  # Open's may hold all three
+    whole = [r for r in silver_rows(protocol, pairs, {}, False) if r["kind"] == "row" and r["offset"] != broken]
+    key, value = pairs[broken]
+    pairs[broken] = (key and key.replace(b"shop", b"sh\xffp"), value.replace(b"shop", b"sh\xffp"))
+    rows = silver_rows(protocol, pairs, {}, True)
+    assert rows == silver_rows(protocol, pairs, {}, False)
+    assert [r for r in rows if r["kind"] == "row"] == whole
+    assert [r["offset"] for r in rows if r["kind"] == "quarantine"] == [broken]
 
 
 def test_a_commit_ts_past_a_signed_64_bit_tso_is_quarantined_not_a_failed_task():
