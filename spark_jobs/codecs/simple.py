@@ -1444,7 +1444,8 @@ class SimpleAvroDecoder(_SimpleDecoder):
             # a record schema reads as a dict (fastavro's type is the union of every Avro value)
             record = cast(dict[str, Any], fastavro.schemaless_reader(stream, self._schema, None))
         except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError, UnicodeDecodeError, ...
-            raise DecodeError(self.protocol, f"value is not a {MESSAGE_RECORD} Avro record: {exc!r}", "value") from None
+            reason = f"value is not a {MESSAGE_RECORD} Avro record: {avro.fastavro_error(exc)}"
+            raise DecodeError(self.protocol, reason, "value") from None
         if stream.tell() != len(value):
             raise DecodeError(
                 self.protocol, f"{len(value) - stream.tell()} trailing bytes after the Avro record", "value"
