@@ -274,7 +274,7 @@ def profile_line(fn: Callable[[], int]) -> str:
             (
                 cumulative
                 for (path, _, name), (_, _, _, cumulative, _) in stats.stats.items()
-                if name == "run" and path == __file__
+                if name in ("run", "run_columns") and path == __file__
             ),
             default=0.0,
         )
