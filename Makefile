@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint format bench bench-decode bench-land bench-silver bench-gold lock venv check-java check-browser check-mariadb clean cluster-up cluster-demo cluster-down
+.PHONY: demo test test-fast lint format bench bench-decode bench-land bench-silver bench-gold bench-freshness lock venv check-java check-browser check-mariadb clean cluster-up cluster-demo cluster-down
 
 venv: $(STAMP)
 
@@ -97,6 +97,11 @@ bench-silver: venv check-java
 
 bench-gold: venv check-java
 	$(BIN)/python bench/gold.py
+
+# continuous mode: seconds from a change's production to the gold publication that first includes it (CLUSTER=1:
+# on a loopback cluster of its own)
+bench-freshness: venv check-java
+	$(BIN)/python bench/freshness.py $(if $(CLUSTER),--cluster)
 
 # Cluster mode on one machine: every service a real process (README, "Running on a cluster").
 CLUSTER_CONFIG := .local/cluster/cluster.yaml

@@ -120,6 +120,26 @@ CREATE_ORDERS = (
 # ---- the stream ----------------------------------------------------------------------------------------
 
 
+def order_row(rng: random.Random, order_id: int, now: dt.datetime) -> dict[str, Any]:
+    """A new row of the orders table (ORDERS), its values drawn from `rng`."""
+    quantity = rng.randint(1, 20)
+    price = Decimal(rng.randint(100, 99_999)).scaleb(-2)
+    return {
+        "order_id": order_id,
+        "customer_id": rng.randint(1, 500_000),
+        "sku": f"SKU-{rng.randint(0, 99_999):05d}",
+        "quantity": quantity,
+        "unit_price": price,
+        "total": (price * quantity).quantize(Decimal("0.01")),
+        "currency": rng.choice(["EUR", "USD", "JPY"]),
+        "status": "new",
+        "note": rng.choice([None, "", "leave at the door", "Lieferung an Packstation — bitte klingeln"]),
+        "weight_kg": round(rng.uniform(0.1, 40), 3),
+        "created_at": now.replace(microsecond=now.microsecond // 1000 * 1000),
+        "updated_at": now,
+    }
+
+
 class OrdersStream:
     """Row changes of ORDERS in commit order, produced chunk by chunk (bounded memory)."""
 
@@ -131,26 +151,6 @@ class OrdersStream:
         self.recent: list[dict[str, Any]] = []  # live rows, most recent last (at most WINDOW)
         self.rows = 0
         self.first = True
-
-    def _order(self, now: dt.datetime) -> dict[str, Any]:
-        rng = self.rng
-        quantity = rng.randint(1, 20)
-        price = Decimal(rng.randint(100, 99_999)).scaleb(-2)
-        self.next_id += 1
-        return {
-            "order_id": self.next_id,
-            "customer_id": rng.randint(1, 500_000),
-            "sku": f"SKU-{rng.randint(0, 99_999):05d}",
-            "quantity": quantity,
-            "unit_price": price,
-            "total": (price * quantity).quantize(Decimal("0.01")),
-            "currency": rng.choice(["EUR", "USD", "JPY"]),
-            "status": "new",
-            "note": rng.choice([None, "", "leave at the door", "Lieferung an Packstation — bitte klingeln"]),
-            "weight_kg": round(rng.uniform(0.1, 40), 3),
-            "created_at": now.replace(microsecond=now.microsecond // 1000 * 1000),
-            "updated_at": now,
-        }
 
     def chunk(self, count: int) -> list:
         """The next `count` row changes (the first chunk starts with CREATE TABLE and a bootstrap)."""
@@ -167,7 +167,8 @@ class OrdersStream:
             now = self.start + dt.timedelta(milliseconds=(self.ts >> 18) - BASE_MS, microseconds=rng.randrange(1000))
             r = rng.random()
             if r < 0.62 or len(recent) < 100:
-                row = self._order(now)
+                self.next_id += 1
+                row = order_row(self.rng, self.next_id, now)
                 recent.append(row)
                 if len(recent) > WINDOW:
                     del recent[: len(recent) - WINDOW]
