@@ -418,22 +418,15 @@ class LoopbackCluster:
             raise RuntimeError(f"airflow {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
         return done.stdout
 
-    def start_run(self, dag_id: str, conf: dict | None = None) -> str:
+    def start_run(self, dag_id: str) -> str:
         """A run of `dag_id` through the scheduler; its run id. A paused DAG is unpaused, which starts the run
-        its schedule has due (a timedelta schedule without catchup always has one); an active DAG is triggered.
-        With `conf`, the run is triggered with it (while the DAG is still paused, so that it is the run the
-        unpause starts). Waits first until the dag processor has put the DAG in the database."""
+        its schedule has due (a timedelta schedule without catchup always has one; `@continuous`, at once); an
+        active DAG is triggered. Waits first until the dag processor has put the DAG in the database."""
         deadline = time.monotonic() + READY_SECONDS
         while (paused := self._paused(dag_id)) is None:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the dag processor did not parse {dag_id} within {READY_SECONDS}s; see {self.logs}")
             time.sleep(2)
-        if conf is not None:
-            answer = self.airflow("dags", "trigger", dag_id, "-c", json.dumps(conf), "-o", "json").splitlines()
-            run_id = json.loads(next(line for line in answer if line.startswith("[")))[0]["dag_run_id"]
-            if paused:
-                self.airflow("dags", "unpause", dag_id)
-            return run_id
         if not paused:
             answer = self.airflow("dags", "trigger", dag_id, "-o", "json").splitlines()
             return json.loads(next(line for line in answer if line.startswith("[")))[0]["dag_run_id"]  # after warnings
@@ -459,6 +452,16 @@ class LoopbackCluster:
     def _runs(self, dag_id: str) -> list[dict]:
         rows = self._metadata("SELECT run_id, state, run_after FROM dag_run WHERE dag_id = ?", dag_id)
         return [{"run_id": run_id, "state": state, "run_after": after} for run_id, state, after in rows]
+
+    def task_state(self, dag_id: str, run_id: str, task_id: str) -> tuple[str | None, int] | None:
+        """(state, try number) of a task of a run; None before the run has the task."""
+        rows = self._metadata(
+            "SELECT state, try_number FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = ?",
+            dag_id,
+            run_id,
+            task_id,
+        )
+        return (rows[0][0], rows[0][1]) if rows else None
 
     def run_state(self, dag_id: str, run_id: str) -> str | None:
         return next((r["state"] for r in self._runs(dag_id) if r["run_id"] == run_id), None)

@@ -10,7 +10,8 @@ Server, a second Spark application, reads bronze and silver as the run writes th
 the second process).
 
 Then the continuous DAG, through the scheduler and the triggerer, starts and watches a continuous driver on the
-cluster, which publishes gold as of the same timestamp and stops on SIGTERM.
+cluster, which publishes gold as of the same timestamp; the watch alerts on gold's lag (the stream is old), and
+the driver stops on SIGTERM.
 
 Marked `cluster`: it runs once, in the session of the kill loops (`make test`). One run holds both scenarios: a
 DAG run on the cluster takes minutes of fixed cost.
@@ -205,26 +206,37 @@ def test_ingest_dag_on_the_cluster_with_its_worker_killed_mid_decode_builds_gold
 
 
 def continuous_driver_on_the_cluster(cluster: LoopbackCluster) -> None:
-    """The continuous DAG through the scheduler: its task starts the driver (a Spark application on the cluster)
-    and defers to the triggerer, which watches the heartbeat until the run succeeds; the driver publishes gold
-    as of the stream's last watermark and stops on SIGTERM."""
+    """The continuous DAG through the scheduler and the triggerer: its task starts the driver (a Spark application
+    on the cluster) and defers, the triggerer watching the heartbeat; the driver publishes gold as of the stream's
+    last watermark, and the triggerer hands the task back to fail with the alert, since the shop stream's
+    timestamps are far older than the DAG's `max_lag_seconds`. The DAG is paused before the retry, and the driver
+    stops on SIGTERM."""
     from spark_jobs.config import load_config
     from spark_jobs.runtime import heartbeat
 
-    dag = "ticdc_continuous__shop"
-    run_id = cluster.start_run(dag, conf={"interval_seconds": 2, "watch_minutes": 0.5, "max_lag_seconds": 0})
-    state = cluster.wait_for_run(dag, run_id, timeout=RUN_TIMEOUT)
-    cluster.airflow("dags", "pause", dag)
-    assert state == "success", f"{dag} run {run_id} ended {state}; logs: {cluster.directory / 'airflow' / 'logs'}"
+    dag, task = "ticdc_continuous__shop", "watch_driver"
     local_dir = load_config(cluster.config_path).local_dir
     last_watermark = max(e.ts for e in shop_stream() if isinstance(e, Watermark))
+    run_id = cluster.start_run(dag)  # unpaused: @continuous starts a run at once
     deadline = time.monotonic() + RUN_TIMEOUT
-    while (beat := heartbeat.read_heartbeat(local_dir, "shop") or {}).get("batches", 0) < 1:
-        assert time.monotonic() < deadline and heartbeat.is_alive(beat), f"the driver ran no batch: {beat}"
-        time.sleep(2)
-    assert beat["consistent_ts"] == last_watermark, beat
+
+    def wait(condition, what: str):
+        while not (value := condition()):
+            assert time.monotonic() < deadline, f"{what} did not happen; logs: {cluster.directory / 'airflow' / 'logs'}"
+            time.sleep(1)
+        return value
+
+    wait(lambda: cluster.task_state(dag, run_id, task) == ("deferred", 1), "the watch's deferral to the triggerer")
+    beat = wait(
+        lambda: (b := heartbeat.read_heartbeat(local_dir, "shop") or {}).get("batches", 0) >= 1 and b,
+        "the driver's first batch",
+    )
+    assert beat["consistent_ts"] == last_watermark and heartbeat.is_alive(beat), beat
+    wait(lambda: cluster.task_state(dag, run_id, task)[0] == "up_for_retry", "the watch's failure on gold's lag")
+    cluster.airflow("dags", "pause", dag)  # before the retry (30 s), which would watch the driver again
+    task_logs = cluster.directory / "airflow" / "logs" / f"dag_id={dag}"
+    lines = [line for log in task_logs.rglob("*.log") for line in log.read_text(errors="replace").splitlines()]
+    assert any("ticdc-lake alert: task" in line and "GoldLagging" in line for line in lines), "no alert line"
     os.kill(beat["pid"], signal.SIGTERM)
-    while heartbeat.process_alive(beat["pid"]):
-        assert time.monotonic() < deadline, "the driver did not stop on SIGTERM"
-        time.sleep(1)
+    wait(lambda: not heartbeat.process_alive(beat["pid"]), "the driver's stop on SIGTERM")
     assert heartbeat.read_heartbeat(local_dir, "shop")["state"] == heartbeat.STOPPED
