@@ -288,3 +288,23 @@ def spread(column: Any, present: Any) -> Any:
     if len(column) == len(present):
         return column
     return pc.replace_with_mask(pa.nulls(len(present), pa.string()), present, column)
+
+
+# orjson reads a JSON integer beyond this as a float, which the row-wise decoders reject
+GREATEST_JSON_INTEGER = (1 << 64) - 1
+
+
+def json_integers(values: list[int | None]) -> tuple[Any, list[bool] | None]:
+    """JSON integers as an Arrow array: int64, else uint64 (BIGINT UNSIGNED, BIT(64)), else their text; and which
+    are beyond uint64 (None when none is), where `decode` fails."""
+    try:  # the usual column: no nulls, every value an int64 (numpy reads them fastest)
+        return pa.array(np.fromiter(values, np.int64, len(values))), None
+    except (TypeError, OverflowError):
+        pass
+    for kind in (pa.int64(), pa.uint64()):
+        try:
+            return pa.array(values, kind), None
+        except OverflowError:
+            continue
+    beyond = [v is not None and v > GREATEST_JSON_INTEGER for v in values]
+    return pa.array([None if v is None else str(v) for v in values], pa.string()), beyond if any(beyond) else None

@@ -838,7 +838,6 @@ def _unquote(element: str) -> str:
 # shortest digits and BIT(n) (once per distinct value), base64 that is not canonical, and what `decode` rejects.
 
 _MAX_TS = (1 << 63) - 1  # silver keeps a commit ts as a signed 64-bit integer
-_GREATEST = (1 << 64) - 1  # orjson reads a JSON integer beyond as a float, which `decode` rejects
 _NULL = msgspec.Raw(b"null")
 _PREFIX = b'{"payload":'
 _SCHEMA_AT = b',"schema":'
@@ -923,19 +922,8 @@ _READS = {
 _VALUE_TYPES: dict[str, Any] = {"int": _Integer | None, "float": float | None, "text": str | None, "bool": bool | None}
 
 
-def _integers(values: list[int | None]) -> tuple[Any, list[bool] | None]:
-    """A chunk's JSON integers as an int64 array, else (one beyond int64: hand-made messages only) as text; and
-    which are beyond uint64's greatest, where `decode` fails (None when none is)."""
-    try:
-        return pa.array(values, pa.int64()), None
-    except OverflowError:
-        pass
-    beyond = [v is not None and v > _GREATEST for v in values]
-    return pa.array([None if v is None else str(v) for v in values], pa.string()), beyond if any(beyond) else None
-
-
 _BUILDERS: dict[str, Callable[[list[Any]], tuple[Any, list[bool] | None]]] = {
-    "int": _integers,
+    "int": columns.json_integers,
     "float": lambda values: (pa.array(values, pa.float64()), None),
     "text": lambda values: (pa.array(values, pa.string()), None),
     "bool": lambda values: (pa.array(values, pa.bool_()), None),

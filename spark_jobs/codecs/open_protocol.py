@@ -1010,7 +1010,6 @@ _OP_NAMES = pa.array(["insert", "update", "delete"], pa.string())
 # the JSON integers orjson reads as int: from int64's least to uint64's greatest (it reads one beyond as a float,
 # which `decode` rejects); msgspec bounds an int within int64 only, so the greatest is checked by `_integers`
 _Integer = Annotated[int, msgspec.Meta(ge=-(1 << 63))]
-_GREATEST = (1 << 64) - 1
 _Table = tuple[str | None, str | None]  # (database, table)
 # TIMESTAMP text the converter reads as it is (`_is_plain_timestamp`) and the datetime parser takes; its minute
 # is still checked, by `_utc_minute_in`
@@ -1101,25 +1100,9 @@ _VALUE_TYPES: dict[str, Any] = {
 }
 
 
-def _integers(values: list[int | None]) -> tuple[Any, list[bool] | None]:
-    """JSON integers as an Arrow array: int64, else uint64 (BIGINT UNSIGNED, BIT(64)), else their text; and which
-    are beyond uint64 (None when none is), where `decode` fails."""
-    try:  # the usual column: no nulls, every value an int64 (numpy reads them fastest)
-        return pa.array(np.fromiter(values, np.int64, len(values))), None
-    except (TypeError, OverflowError):
-        pass
-    for kind in (pa.int64(), pa.uint64()):
-        try:
-            return pa.array(values, kind), None
-        except OverflowError:
-            continue
-    beyond = [v is not None and v > _GREATEST for v in values]
-    return pa.array([None if v is None else str(v) for v in values], pa.string()), beyond if any(beyond) else None
-
-
 # per kind of column: how a chunk's values become an Arrow array, and which of them `decode` rejects (or None)
 _BUILDERS: dict[str, Callable[[list[Any]], tuple[Any, list[bool] | None]]] = {
-    "int": _integers,
+    "int": columns.json_integers,
     "float": lambda values: (pa.array(values, pa.float64()), None),
     "double": lambda values: (pa.array(values, pa.float64()), None),
     "text": lambda values: (pa.array(values, pa.string()), None),
