@@ -208,3 +208,24 @@ EVERY_TYPE_ROW = {
     "st": ("x", "z"),
     "js": '{"k": [1, 2.5, "<&>"], "n": null}',
 }
+
+
+# Key values JSON must escape (a quote, a backslash, control characters, astral and separator characters): the
+# fixed column-path tests key rows with them
+ODD_KEYS = ["plain", 'quote " inside', "back\\slash", "tab\there", "nul\x00", "日本語 😀", "\u2028", "\x7f"]
+
+
+def keyed_table(*extra: Any, name: str = "odd keys") -> Any:
+    """The fixed column-path tests' table: a composite key (`k` text, `n` int), then text, binary, float and enum
+    columns, then each protocol's `extra` columns."""
+    from ticdc_devkit.simulator.model import Column, Table
+
+    base = (
+        Column("k", "varchar(40)", nullable=False),
+        Column("n", "int", nullable=False),
+        Column("v", "varchar(40)"),
+        Column("b", "varbinary(8)"),
+        Column("f", "float"),
+        Column("e", "enum('a','b')"),
+    )
+    return Table("shop", name, (*base, *extra), key=("k", "n"))

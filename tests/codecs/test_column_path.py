@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.codecs import PROTOCOLS, column_decoder, make_decoder
-from tests.codecs.helpers import agree_by_columns, changefeed_decoder, silver_rows
+from tests.codecs.helpers import ODD_KEYS, agree_by_columns, changefeed_decoder, keyed_table, silver_rows
 from tests.codecs.test_cross_protocol import streams
 from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
 from ticdc_devkit.simulator.stream import encode_stream
@@ -101,23 +101,11 @@ def test_the_column_path_gives_the_reference_answers(events, case, bad_at):
     assert silver_rows(protocol, pairs, options, True) == silver_rows(protocol, pairs, options, False)
 
 
-KEYED = Table(
-    "shop",
-    "odd keys",
-    (
-        Column("k", "varchar(40)", nullable=False),
-        Column("n", "int", nullable=False),
-        Column("v", "varchar(40)"),
-        Column("b", "varbinary(8)"),
-        Column("f", "float"),
-        Column("e", "enum('a','b')"),
-    ),
-    key=("k", "n"),
-)
+KEYED = keyed_table()
 
 
 def test_row_keys_escape_as_json_does_and_bad_values_cost_only_their_message():
-    keys = ["plain", 'quote " inside', "back\\slash", "tab\there", "nul\x00", "日本語 😀", "\u2028", "\x7f"]
+    keys = ODD_KEYS
     ts = 1_763_900_000_000 << 18
     events: list = [Ddl(ts, "shop", "odd keys", create_table_sql(KEYED), "create_table", table_after=KEYED)]
     rows = [

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from spark_jobs.codecs import column_decoder, decoder_class, make_decoder
 from spark_jobs.codecs.schema_registry import SchemaRegistryClient
 from spark_jobs.codecs.simple import message_schema
-from tests.codecs.helpers import agree_by_columns, silver_rows
+from tests.codecs.helpers import ODD_KEYS, agree_by_columns, keyed_table, silver_rows
 from tests.codecs.test_cross_protocol import streams
 from ticdc_devkit.registry import StandInRegistry
 from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
@@ -161,22 +161,7 @@ def test_the_column_paths_give_the_reference_answers(registry, events, case):
 
 # ---- a fixed batch: keys JSON escapes, an unsplit key change, one bad value --------------------------------
 
-KEYED = Table(
-    "shop",
-    "odd_keys",
-    (
-        Column("k", "varchar(40)", nullable=False),
-        Column("n", "int", nullable=False),
-        Column("v", "varchar(40)"),
-        Column("b", "varbinary(8)"),
-        Column("f", "float"),
-        Column("e", "enum('a','b')"),
-        Column("u", "bigint unsigned"),
-        Column("d", "decimal(20,10)"),
-    ),
-    key=("k", "n"),
-)
-KEYS = ["plain", 'quote " inside', "back\\slash", "tab\there", "nul\x00", "日本語 😀", "\u2028", "\x7f"]
+KEYED = keyed_table(Column("u", "bigint unsigned"), Column("d", "decimal(20,10)"), name="odd_keys")
 
 
 def keyed_events() -> list:
@@ -194,7 +179,7 @@ def keyed_events() -> list:
             "u": 2**64 - 1 - i,
             "d": Decimal(f"0.000000{i}"),  # Arrow writes 1E-7 for it: the converter's text instead
         }
-        for i, k in enumerate(KEYS)
+        for i, k in enumerate(ODD_KEYS)
     ]
     for i, row in enumerate(rows):
         events.append(RowChange(ts + (i + 1 << 18), "insert", KEYED, None, row))

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.codecs import DecodeError, column_decoder, make_decoder
-from tests.codecs.helpers import EVERY_TYPE, EVERY_TYPE_ROW, agree_by_columns, silver_rows
+from tests.codecs.helpers import EVERY_TYPE, EVERY_TYPE_ROW, ODD_KEYS, agree_by_columns, keyed_table, silver_rows
 from tests.codecs.test_cross_protocol import streams
 from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
 from ticdc_devkit.simulator.stream import encode_stream
@@ -390,24 +390,11 @@ def test_mutated_messages_decode_column_wise_only_to_the_reference_answers():
     assert decoded > 24 * len(messages)  # the untouched messages, and mutants of the usual form
 
 
-KEYED = Table(
-    "shop",
-    "odd keys",
-    (
-        Column("k", "varchar(40)", nullable=False),
-        Column("n", "int", nullable=False),
-        Column("v", "varchar(40)"),
-        Column("b", "varbinary(8)"),
-        Column("f", "float"),
-        Column("e", "enum('a','b')"),
-        Column("u", "bigint unsigned"),
-    ),
-    key=("k", "n"),
-)
+KEYED = keyed_table(Column("u", "bigint unsigned"))
 
 
 def test_keys_json_escapes_an_unsplit_key_change_and_a_bad_value_that_costs_only_its_message():
-    keys = ["plain", 'quote " inside', "back\\slash", "tab\there", "nul\x00", "日本語 😀", "\u2028", "\x7f"]
+    keys = ODD_KEYS
     events: list = [Ddl(TS, "shop", "odd keys", create_table_sql(KEYED), "create_table", table_after=KEYED)]
     rows = [
         {

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from spark_jobs.codecs import column_decoder, make_decoder
 from spark_jobs.codecs.open_protocol import OpenDecoder, split_items
-from tests.codecs.helpers import EVERY_TYPE, EVERY_TYPE_ROW, agree_by_columns, silver_rows
+from tests.codecs.helpers import EVERY_TYPE, EVERY_TYPE_ROW, ODD_KEYS, agree_by_columns, keyed_table, silver_rows
 from tests.codecs.test_cross_protocol import streams
-from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
+from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Watermark
 from ticdc_devkit.simulator.stream import encode_stream
 from ticdc_devkit.simulator.workload import create_table_sql
 
@@ -135,20 +135,7 @@ def test_a_key_of_several_columns_is_in_the_order_of_each_image():
     assert agree_by_columns("open", {}, messages, reference) == 2  # the swapped one row-wise
 
 
-KEYED = Table(
-    "shop",
-    "odd keys",
-    (
-        Column("k", "varchar(40)", nullable=False),
-        Column("n", "int", nullable=False),
-        Column("v", "varchar(40)"),
-        Column("b", "varbinary(8)"),
-        Column("f", "float"),
-        Column("e", "enum('a','b')"),
-        Column("u", "bigint unsigned"),
-    ),
-    key=("k", "n"),
-)
+KEYED = keyed_table(Column("u", "bigint unsigned"))
 
 
 def with_item(message: tuple[bytes, bytes], index: int, value: bytes) -> tuple[bytes, bytes]:
@@ -160,7 +147,7 @@ def with_item(message: tuple[bytes, bytes], index: int, value: bytes) -> tuple[b
 
 
 def test_several_rows_per_message_a_bad_value_costs_only_its_message_and_key_changes_split():
-    keys = ["plain", 'quote " inside', "back\\slash", "tab\there", "nul\x00", "日本語 😀", "\u2028", "\x7f"]
+    keys = ODD_KEYS
     ts = 1_763_900_000_000 << 18
     events: list = [Ddl(ts, "shop", "odd keys", create_table_sql(KEYED), "create_table", table_after=KEYED)]
     rows = [
