@@ -16,7 +16,8 @@
   problem and a key or the two counts.
 -#}
 
-{#- The tables a run checks: one dict per table, from the plan and the graph (relations by the models' config). -#}
+{#- The tables a run checks: one dict per table, from the plan and the graph (relations by the models' config), its
+    `position` the table_index its rows carry in the checks. -#}
 {% macro gold_checked_tables(source_name, plan_relation) %}
     {%- if not execute -%} {{ return([]) }} {%- endif -%}
     {%- set query -%}
@@ -42,7 +43,9 @@
             {%- do planned[uid].update({layer: relation}) -%}
         {%- endif -%}
     {%- endfor -%}
-    {{ return(planned.values() | list) }}
+    {%- set checked = planned.values() | list -%}
+    {%- for table in checked -%} {%- do table.update({'position': loop.index}) -%} {%- endfor -%}
+    {{ return(checked) }}
 {% endmacro %}
 
 
@@ -51,9 +54,8 @@
 {% macro gold_checked_table_index(tables) -%}
     case
     {%- for table in tables %}
-        {%- set index = loop.index %}
         {%- for version in table.versions %}
-        when {{ gold_version_predicate(version) }} then {{ index }}
+        when {{ gold_version_predicate(version) }} then {{ table.position }}
         {%- endfor %}
     {%- endfor %}
     end
@@ -65,7 +67,7 @@
     case table_index
     {%- for table in tables %}
         {%- set value = expressions(table) %}
-        {%- if value is not none %} when {{ loop.index }} then {{ value }}{% endif %}
+        {%- if value is not none %} when {{ table.position }} then {{ value }}{% endif %}
     {%- endfor %}
     end
 {%- endmacro %}
@@ -198,10 +200,11 @@ silver_live_keys as (
 
 gold_rows as (
 
+    {%- set queries = [] %}
     {%- for table in gold %}
-    {{ 'union all' if not loop.first }}
+    {%- set query %}
     select
-        {{ tables.index(table) + 1 }} as table_index,
+        {{ table.position }} as table_index,
         _row_key,
         _op,
         {{ gold_check_keyless(table) }} as keyless,
@@ -210,12 +213,17 @@ gold_rows as (
     {%- if table.gold_check == 'changed' and not table.late %}
     where _commit_ts > {{ gold_check_since(table) }}
     {%- endif %}
+    {%- endset %}
+    {%- do queries.append(query) %}
+    {%- endfor %}
+    {%- if queries %}
+    {{ union_all(queries) }}
     {%- else %}
     select
         0 as table_index, cast(null as string) as _row_key, cast(null as string) as _op, false as keyless,
         false as soft_deleted
     where false
-    {%- endfor %}
+    {%- endif %}
 
 ),
 
@@ -228,10 +236,10 @@ checked_gold as (
         on gold_rows.table_index = silver_keys.table_index
         and gold_rows._row_key = silver_keys.row_key
         and silver_keys.changed
-    where gold_rows.table_index in ({% for table in late %}{{ ', ' if not loop.first }}{{ tables.index(table) + 1 }}{% endfor %})
+    where gold_rows.table_index in ({% for table in late %}{{ ', ' if not loop.first }}{{ table.position }}{% endfor %})
     union all
     select * from gold_rows
-    where gold_rows.table_index not in ({% for table in late %}{{ ', ' if not loop.first }}{{ tables.index(table) + 1 }}{% endfor %})
+    where gold_rows.table_index not in ({% for table in late %}{{ ', ' if not loop.first }}{{ table.position }}{% endfor %})
     {%- else %}
     select * from gold_rows
     {%- endif %}
@@ -263,10 +271,11 @@ gold_counts as (
 
 history_versions as (
 
+    {%- set queries = [] %}
     {%- for table in history %}
-    {{ 'union all' if not loop.first }}
+    {%- set query %}
     select
-        {{ tables.index(table) + 1 }} as table_index,
+        {{ table.position }} as table_index,
         _row_key,
         _valid_from_ts,
         _valid_to_ts,
@@ -276,12 +285,17 @@ history_versions as (
     {%- if table.history_check == 'changed' %}
     where _valid_from_ts > {{ gold_check_since(table) }} or _valid_to_ts > {{ gold_check_since(table) }} or _valid_to_ts is null
     {%- endif %}
+    {%- endset %}
+    {%- do queries.append(query) %}
+    {%- endfor %}
+    {%- if queries %}
+    {{ union_all(queries) }}
     {%- else %}
     select
         0 as table_index, cast(null as string) as _row_key, cast(null as bigint) as _valid_from_ts,
         cast(null as bigint) as _valid_to_ts, false as touched
     where false
-    {%- endfor %}
+    {%- endif %}
 
 ),
 
@@ -300,14 +314,18 @@ history_keys as (
 
 checked_tables as (
 
+    {%- set queries = [] %}
     {%- for table in tables %}
-    {{ 'union all' if not loop.first }}
+    {%- set query %}
     select
-        {{ loop.index }} as table_index,
+        {{ table.position }} as table_index,
         {{ sql_string(table.gold) if table.gold is defined else 'cast(null as string)' }} as gold_relation,
         {{ sql_string(table.history) if table.history is defined else 'cast(null as string)' }} as history_relation,
-        {{ 'true' if table in gold else 'false' }} as gold_checked
+        {{ 'true' if table.gold_check and table.gold is defined else 'false' }} as gold_checked
+    {%- endset %}
+    {%- do queries.append(query) %}
     {%- endfor %}
+    {{ union_all(queries) }}
 
 ),
 
