@@ -49,47 +49,59 @@
 {% endmacro %}
 
 
-{#- Which checked table a silver change belongs to (its table_index), by the names each table had while it had
-    them; null for a change of no checked table. -#}
-{% macro gold_checked_table_index(tables) -%}
-    case
+{#- The checked tables as rows, with what the checks need of each as columns: the query grows by a row per table,
+    never by a CASE branch per table (CASEs over 1,000 tables exhausted Spark's optimizer). Per table: its
+    relations; whether its checks read it whole; whether they read every change it has (whole, or with a late
+    change) or only those new to it (silver gained them, or the consistent ts has just passed them: `since_seq`,
+    `since_ts`); which changes are published (after its last truncation and snapshot; a change table keeps the
+    changes before a truncation); whether every key has a gold row; whether its deletes are ignored. -#}
+{% macro gold_checked_table_rows(tables) -%}
+    select * from values
     {%- for table in tables %}
-        {%- for version in table.versions %}
-        when {{ gold_version_predicate(version) }} then {{ table.position }}
-        {%- endfor %}
+        {{ ', ' if not loop.first }}({{ table.position }},
+            {{ sql_string(table.gold) if table.gold is defined else 'cast(null as string)' }},
+            {{ sql_string(table.history) if table.history is defined else 'cast(null as string)' }},
+            {{ 'true' if table.gold_check and table.gold is defined else 'false' }},
+            {{ 'true' if table.gold_check == 'whole' else 'false' }},
+            {{ 'true' if table.gold_check == 'whole' or table.late else 'false' }},
+            cast({{ sql_integer(table.previous_seq if table.previous_seq is not none else -1) }} as bigint),
+            cast({{ gold_check_since(table) }} as bigint),
+            cast({{ sql_integer(-1 if table.keyless or table.truncated_at_ts is none else table.truncated_at_ts) }} as bigint),
+            cast({{ sql_integer(-1 if table.keyless or table.snapshot_at_ts is none else table.snapshot_at_ts) }} as bigint),
+            {{ gold_check_every_key(table) }},
+            {{ gold_check_ignores_deletes(table) }})
     {%- endfor %}
-    end
+    as checked_tables(table_index, gold_relation, history_relation, gold_checked, checked_whole, read_all, since_seq,
+                      since_ts, truncated_at_ts, snapshot_at_ts, every_key, ignores_deletes)
 {%- endmacro %}
 
 
-{#- A CASE over the checked tables: `expressions` maps a table to its SQL value (none: null for that table). -#}
-{% macro gold_per_table(tables, expressions) -%}
-    case table_index
-    {%- for table in tables %}
-        {%- set value = expressions(table) %}
-        {%- if value is not none %} when {{ table.position }} then {{ value }}{% endif %}
-    {%- endfor %}
-    end
-{%- endmacro %}
-
-
-{#- Per checked table, in the run's checks: the consistent ts it was recorded right as of; whether a silver change
-    is new to it (silver gained it, or the consistent ts has just passed it); which of its changes the checks read
-    (every one of a table checked whole or with a late change, else the new ones); which are published. -#}
-{% macro gold_check_since(table) -%}
-    {{ sql_integer(table.previous_ts if table.previous_ts is not none else -1) }}
-{%- endmacro %}
-
-{% macro gold_check_is_new(table) -%}
-    {%- if table.gold_check == 'whole' -%} true
+{#- The names each checked table had, and while it had them, as rows: a silver change is a table's when its
+    name and commit ts fall in one of them. -#}
+{% macro gold_checked_version_rows(tables) -%}
+    {%- set rows = [] -%}
+    {%- for table in tables -%}
+        {%- for version in table.versions -%}
+            {%- do rows.append('(' ~ table.position ~ ', ' ~ sql_string(version.database) ~ ', ' ~ sql_string(version.table)
+                               ~ ', cast(' ~ sql_integer(version.from_ts) ~ ' as bigint), cast('
+                               ~ sql_integer(version.get('to_ts')) ~ ' as bigint))') -%}
+        {%- endfor -%}
+    {%- endfor -%}
+    {%- if rows -%}
+    select * from values
+        {{ rows | join(',\n        ') }}
+    as checked_versions(table_index, upstream_database, upstream_table, from_ts, to_ts)
     {%- else -%}
-        (silver_seq > {{ sql_integer(table.previous_seq if table.previous_seq is not none else -1) }}
-         or commit_ts > {{ gold_check_since(table) }})
+    select cast(null as int) as table_index, cast(null as string) as upstream_database,
+        cast(null as string) as upstream_table, cast(null as bigint) as from_ts, cast(null as bigint) as to_ts
+    where false
     {%- endif -%}
 {%- endmacro %}
 
-{% macro gold_check_read_all(table) -%}
-    {{ 'true' if table.gold_check == 'whole' or table.late else gold_check_is_new(table) }}
+
+{#- Per checked table: the consistent ts it was recorded right as of (-1: none). -#}
+{% macro gold_check_since(table) -%}
+    {{ sql_integer(table.previous_ts if table.previous_ts is not none else -1) }}
 {%- endmacro %}
 
 {% macro gold_check_keyless(table) -%}
@@ -103,14 +115,6 @@
 
 {% macro gold_check_ignores_deletes(table) -%}
     {{ 'true' if not table.keyless and table.delete_mode == 'ignore' else 'false' }}
-{%- endmacro %}
-
-{% macro gold_check_published(table) -%}
-    {%- if table.keyless -%} true  {#- a change table keeps the changes before a truncation -#}
-    {%- else -%}
-    commit_ts > {{ sql_integer(table.truncated_at_ts if table.truncated_at_ts is not none else -1) }}
-    and commit_ts >= {{ sql_integer(table.snapshot_at_ts if table.snapshot_at_ts is not none else -1) }}
-    {%- endif -%}
 {%- endmacro %}
 
 
@@ -134,22 +138,50 @@ problems as (
 
 {%- else %}
 
+checked_tables as (
+
+    {{ gold_checked_table_rows(tables) }}
+
+),
+
+checked_versions as (
+
+    {{ gold_checked_version_rows(tables) }}
+
+),
+
 silver_rows as (
 
     select
-        {{ gold_checked_table_index(tables) }} as table_index,
-        row_key,
-        op,
-        struct(commit_ts, op_order, kafka_partition, kafka_offset, event_index) as change_order,
-        commit_ts,
-        silver_seq,
-        array_contains(flags, 'key_change_split') as key_change_split
-    from {{ inputs.changes }}
-    where source_name = {{ sql_string(source_name) }}
-      and commit_ts <= {{ sql_integer(tables[0].consistent_ts) }}
+        checked_tables.table_index,
+        checked_tables.checked_whole,
+        checked_tables.read_all,
+        checked_tables.since_seq,
+        checked_tables.since_ts,
+        checked_tables.truncated_at_ts,
+        checked_tables.snapshot_at_ts,
+        checked_tables.every_key,
+        checked_tables.ignores_deletes,
+        changes.row_key,
+        changes.op,
+        struct(changes.commit_ts, changes.op_order, changes.kafka_partition, changes.kafka_offset, changes.event_index)
+            as change_order,
+        changes.commit_ts,
+        changes.silver_seq,
+        array_contains(changes.flags, 'key_change_split') as key_change_split
+    from {{ inputs.changes }} as changes
+    inner join checked_versions
+        on changes.upstream_database = checked_versions.upstream_database
+        and changes.upstream_table = checked_versions.upstream_table
+        and changes.commit_ts >= checked_versions.from_ts
+        and (checked_versions.to_ts is null or changes.commit_ts < checked_versions.to_ts)
+    inner join checked_tables
+        on checked_versions.table_index = checked_tables.table_index
+    where changes.source_name = {{ sql_string(source_name) }}
+      and changes.commit_ts <= {{ sql_integer(tables[0].consistent_ts) }}
     {%- if bounded | length == tables | length %}
-      and (silver_seq > {{ sql_integer(bounded | map(attribute='previous_seq') | min) }}
-           or commit_ts > {{ sql_integer(bounded | map(attribute='previous_ts') | min) }})
+      and (changes.silver_seq > {{ sql_integer(bounded | map(attribute='previous_seq') | min) }}
+           or changes.commit_ts > {{ sql_integer(bounded | map(attribute='previous_ts') | min) }})
     {%- endif %}
 
 ),
@@ -162,10 +194,7 @@ applied_rows as (
         select *, bool_or(op = 'insert') over (partition by table_index, commit_ts) as insert_at_ts
         from silver_rows
     )
-    where not (
-        op = 'delete' and not key_change_split and not insert_at_ts
-        and {{ gold_per_table(tables, gold_check_ignores_deletes) }}
-    )
+    where not (op = 'delete' and not key_change_split and not insert_at_ts and ignores_deletes)
     {%- else %}
     select * from silver_rows
     {%- endif %}
@@ -178,18 +207,19 @@ silver_keys as (
         table_index,
         row_key,
         max_by(op, change_order) as newest_op,
-        bool_or({{ gold_per_table(tables, gold_check_is_new) }}) as changed
+        bool_or(checked_whole or silver_seq > since_seq or commit_ts > since_ts) as changed,
+        bool_or(every_key) as every_key
     from applied_rows
-    where table_index is not null
-      and {{ gold_per_table(tables, gold_check_published) }}
-      and {{ gold_per_table(tables, gold_check_read_all) }}
+    where commit_ts > truncated_at_ts
+      and commit_ts >= snapshot_at_ts
+      and (read_all or silver_seq > since_seq or commit_ts > since_ts)
     group by table_index, row_key
 
 ),
 
 silver_live_keys as (
 
-    select table_index, count_if(newest_op <> 'delete' or {{ gold_per_table(tables, gold_check_every_key) }}) as live_keys
+    select table_index, count_if(newest_op <> 'delete' or every_key) as live_keys
     from silver_keys
     where changed
     group by table_index
@@ -309,23 +339,6 @@ history_keys as (
     from history_versions
     group by table_index, _row_key
     having bool_or(touched)
-
-),
-
-checked_tables as (
-
-    {%- set queries = [] %}
-    {%- for table in tables %}
-    {%- set query %}
-    select
-        {{ table.position }} as table_index,
-        {{ sql_string(table.gold) if table.gold is defined else 'cast(null as string)' }} as gold_relation,
-        {{ sql_string(table.history) if table.history is defined else 'cast(null as string)' }} as history_relation,
-        {{ 'true' if table.gold_check and table.gold is defined else 'false' }} as gold_checked
-    {%- endset %}
-    {%- do queries.append(query) %}
-    {%- endfor %}
-    {{ union_all(queries) }}
 
 ),
 
