@@ -247,7 +247,7 @@ gold_rows as (
     {%- do queries.append(query) %}
     {%- endfor %}
     {%- if queries %}
-    {{ union_all(queries) }}
+    {{ union_all(queries, tasks=64) }}
     {%- else %}
     select
         0 as table_index, cast(null as string) as _row_key, cast(null as string) as _op, false as keyless,
@@ -319,7 +319,7 @@ history_versions as (
     {%- do queries.append(query) %}
     {%- endfor %}
     {%- if queries %}
-    {{ union_all(queries) }}
+    {{ union_all(queries, tasks=64) }}
     {%- else %}
     select
         0 as table_index, cast(null as string) as _row_key, cast(null as bigint) as _valid_from_ts,

@@ -110,16 +110,18 @@ def test_a_run_checks_the_rows_it_changed_in_one_test(spark, broker, source_conf
     }
 
 
-def test_the_checks_union_thousands_of_tables_in_one_query(spark):
+def test_the_checks_union_thousands_of_tables_in_one_query_of_a_few_tasks(spark):
     """The run's checks read every checked table in one UNION ALL (macros/union_all.sql). A chain of that many
-    unions overflowed Spark's parser at a first build of 1,000 tables (a chain of 1,500 does here); nested in
-    halves, 1,500 parse and answer."""
+    unions overflowed Spark's parser at a first build of 1,000 tables (a chain of 1,500 does here), and a task per
+    table made the check cost the square of the tables; nested in halves and coalesced, 1,500 parse, run in the
+    tasks asked for and answer."""
     import jinja2
     from pyspark.sql import functions as F
 
     macros = (gold_models.DBT_PROJECT / "macros" / "union_all.sql").read_text()
-    template = jinja2.Environment(extensions=["jinja2.ext.do"]).from_string(macros + "{{ union_all(queries) }}")
+    template = jinja2.Environment(extensions=["jinja2.ext.do"]).from_string(macros + "{{ union_all(queries, 4) }}")
     queries = [f"select {n} as n, 'table {n}' as relation" for n in range(1500)]
-    union = spark.sql(template.render(queries=queries)).coalesce(1)  # one task reads them all: the parse is tested
+    union = spark.sql(template.render(queries=queries))
+    assert union.rdd.getNumPartitions() == 4
     (row,) = union.agg(F.count("*"), F.sum("n"), F.count_distinct("relation")).collect()
     assert tuple(row) == (1500, sum(range(1500)), 1500)
