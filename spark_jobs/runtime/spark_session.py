@@ -45,6 +45,9 @@ def _discard_half_created_metastore(paths: dict[str, Path]) -> Path:
     return ready
 
 
+DRIVER_THREAD_STACK = "-Xss32m"
+
+
 def spark_conf(config: PipelineConfig) -> dict[str, str]:
     """All Spark settings for the configured mode (shown by `ticdc-lake config`)."""
     rt = config.runtime
@@ -122,6 +125,11 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
         if archive is not None:
             conf["spark.archives"] = f"{archive}#{EXECUTOR_ENV}"
     conf.update(rt.spark.conf)
+    # the driver's threads (and the Thrift Server's, which dbt's queries run in) get 32 MB stacks: the checks of
+    # 1,000 gold tables give Spark's optimizer an OR a thousand levels deep (a union's constraints are an OR of its
+    # children's), which overflows the default 1 MB; an -Xss among the settings' own options comes later and wins
+    java_options = conf.get("spark.driver.extraJavaOptions", "")
+    conf["spark.driver.extraJavaOptions"] = f"{DRIVER_THREAD_STACK} {java_options}".strip()
     return with_quiet_spark_logs(conf)
 
 
