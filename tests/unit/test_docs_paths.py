@@ -65,7 +65,14 @@ GENERATED = "dbt_project/gold_models"  # links to each lakehouse's generated gol
 RUN_TIME = (".local/", ".venv/", "./")  # the local directory, the virtualenv, an executor's packed environment
 IN_JARS = ("org/", "com/")  # Java classes
 # file names that are no file of the repository: dbt's target/ files (run time), a table's file in an error line
-NOT_FILES = {"index.html", "manifest.json", "catalog.json", "dbt_docs_index.html", "db.t-schema.sql"}
+NOT_FILES = {
+    "index.html",
+    "manifest.json",
+    "run_results.json",
+    "catalog.json",
+    "dbt_docs_index.html",
+    "db.t-schema.sql",
+}
 
 # not part of the repository (.gitignore): folder names anywhere, and paths
 IGNORED_DIRS = {
