@@ -583,16 +583,9 @@ def start_driver(config_path: Path, interval: float, log_path: Path) -> subproce
     """`ticdc-lake run --continuous` in a session of its own (so its JVM and workers can be stopped with it)."""
     command = [str(Path(sys.executable).parent / "ticdc-lake"), "run", "--source", SOURCE]
     command += ["--config", str(config_path), "--continuous", "--interval", f"{interval:g}s"]
-    env = os.environ | {"DBT_WRITE_JSON": "true"}  # gold's dbt writes run_results.json, which the profile reads
     with log_path.open("ab") as out:
         return subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
         )
 
 

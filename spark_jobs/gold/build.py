@@ -111,14 +111,6 @@ def run_dbt(args: list[str], config, source_name: str, extra_vars: dict | None =
     return result.result
 
 
-def quiet_dbt() -> tuple[str, ...]:
-    """What a gold run's dbt skips: listing every relation of the schemas (the materializations replace or merge
-    without asking), and writing manifest.json and run_results.json (the docs site writes its own manifest; at
-    1,000 tables the two manifests cost 3.3 s a run) unless dbt's own `DBT_WRITE_JSON` asks for them
-    (bench/freshness.py reads run_results.json)."""
-    return ("--no-populate-cache", *(() if os.environ.get("DBT_WRITE_JSON") else ("--no-write-json",)))
-
-
 @dataclass(frozen=True)
 class RebuildScope:
     """Which gold tables a run replaces from silver: the current state, the history or both, of some upstream
@@ -246,7 +238,7 @@ def build_gold(
     with run.phases.timed("plan"):
         views = _views_to_create(spark, config)
         if views:  # a view holds no data: created when missing or when the project changed
-            run_dbt(["run", "--select", *views, *quiet_dbt()], config, source_name)
+            run_dbt(["run", "--select", *views, "--no-populate-cache"], config, source_name)
             _views_created(config, views)
         planned = plan_run(
             spark,
@@ -276,7 +268,7 @@ def build_gold(
         checks = [gold_models.checks_model(source_name)] if test and (selected or full_check) else []
         if selected or checks:
             command = "build" if checks else "run"
-            run_dbt([command, "--select", *selected, *checks, *quiet_dbt()], config, source_name)
+            run_dbt([command, "--select", *selected, *checks, "--no-populate-cache"], config, source_name)
     tables = _state_after(spark, planned, {t.table_uid: t for t in state}, position)
     built = [r for p in planned if p.built for r in (p.model.relation, p.model.history_relation)]
     return _record(spark, config, run, position, tables, built)
