@@ -288,7 +288,7 @@ class Publications:
         self.local_dir = local_dir
         self.batches: dict[int, dict] = {}  # finished_at_ms -> the heartbeat's entry
         self.last: dict | None = None
-        self.run_results = local_dir / "dbt" / "target" / "run_results.json"
+        self.run_results = local_dir / "dbt" / "runs" / SOURCE / "target" / "run_results.json"  # gold's run project
         self.dbt: dict[int, dict] = {}  # run_results.json's mtime (ns) -> dbt_summary of that invocation
         self.stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat-reader", daemon=True)

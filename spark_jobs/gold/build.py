@@ -75,29 +75,48 @@ def dbt_profile_env(runtime) -> dict[str, str]:
     return env
 
 
-def run_dbt(args: list[str], config, source_name: str, extra_vars: dict | None = None) -> Any:
+def run_dbt(
+    args: list[str],
+    config,
+    source_name: str,
+    extra_vars: dict | None = None,
+    write_manifest: bool = False,
+    manifest: Any = None,
+    for_run: bool = False,
+) -> Any:
     """One dbt command in-process: in the open SparkSession (target `embedded`) or through the Spark Thrift
     Server (`cluster`); returns dbt's result, and a failure raises DbtError naming the failing models or tests.
-    dbt's compiled files and
-    logs go under `<local_dir>/dbt`, not the checkout. Vars are given only where a command needs them (the
-    freshness limits): a change of vars makes dbt parse the whole project again, while without them it parses
-    only the files that changed."""
+    dbt's compiled files and logs go under `<local_dir>/dbt`, not the checkout. Vars are given only where a command
+    needs them (the freshness limits): a change of vars makes dbt parse the whole project again, while without them
+    it parses only the files that changed.
+
+    dbt writes `manifest.json` twice per command, describing every model of the project (3.3 s a run at 1,000
+    gold tables), so only `write_manifest` (the docs site's step, `gold.docs`) has it written; a command that runs
+    nodes still leaves its `run_results.json`, which is as small as the run. `manifest`: one parsed already, so
+    that dbt does not parse the project again. `for_run`: the source's run project, of only the models its run
+    builds or checks (`gold_models.write_run_models`), with its own target; otherwise the lakehouse's, of every
+    gold model, in `<local_dir>/dbt/target` (the docs site)."""
     from dbt.cli.main import dbtRunner
 
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "False")
     os.environ.update(dbt_profile_env(config.runtime))
-    os.environ["TICDC_GOLD_MODELS"] = gold_models.linked_models_path(config.local_dir)
     work_dir = config.local_dir / "dbt"
+    root = gold_models.run_root(config.local_dir, source_name) if for_run else work_dir
+    os.environ["TICDC_GOLD_MODELS"] = gold_models.linked_models_path(root / "models")
     project = str(gold_models.DBT_PROJECT)
-    result = dbtRunner().invoke(
+    result = dbtRunner(manifest=manifest).invoke(
         [
             *args,
             *("--project-dir", project, "--profiles-dir", project),
-            *("--target-path", str(work_dir / "target"), "--log-path", str(work_dir / "logs")),
+            *("--target-path", str(root / "target"), "--log-path", str(work_dir / "logs")),
             *(("--vars", json.dumps(extra_vars)) if extra_vars else ()),
+            *([] if write_manifest else ["--no-write-json"]),
             *([] if verbose_requested() else ["--quiet"]),
         ]
     )
+    ran: Any = result.result
+    if not write_manifest and hasattr(ran, "results") and hasattr(ran, "write"):
+        ran.write(str(root / "target" / "run_results.json"))
     if not result.success:
         results: Any = (
             result.result if isinstance(result.result, list | tuple) else getattr(result.result, "results", [])
@@ -238,7 +257,7 @@ def build_gold(
     with run.phases.timed("plan"):
         views = _views_to_create(spark, config)
         if views:  # a view holds no data: created when missing or when the project changed
-            run_dbt(["run", "--select", *views, "--no-populate-cache"], config, source_name)
+            run_dbt(["run", "--select", *views, "--no-populate-cache"], config, source_name, for_run=True)
             _views_created(config, views)
         planned = plan_run(
             spark,
@@ -256,7 +275,10 @@ def build_gold(
     with run.phases.timed("models"):
         write_plan(spark, source_name, planned)
         rules = config.source(source_name).tables
-        gold_models.write_models(config.local_dir, source_name, [p.model.under(rules) for p in planned])
+        models = [p.model.under(rules) for p in planned]
+        gold_models.write_models(config.local_dir, source_name, models)
+        ran = [m for p, m in zip(planned, models, strict=True) if p.built or p.full_check]
+        gold_models.write_run_models(config.local_dir, source_name, ran)
         _drop_stale_tables(spark, source_name, [p.model for p in planned])
         _evolve_layouts(spark, planned)
 
@@ -268,7 +290,7 @@ def build_gold(
         checks = [gold_models.checks_model(source_name)] if test and (selected or full_check) else []
         if selected or checks:
             command = "build" if checks else "run"
-            run_dbt([command, "--select", *selected, *checks, "--no-populate-cache"], config, source_name)
+            run_dbt([command, "--select", *selected, *checks, "--no-populate-cache"], config, source_name, for_run=True)
     tables = _state_after(spark, planned, {t.table_uid: t for t in state}, position)
     built = [r for p in planned if p.built for r in (p.model.relation, p.model.history_relation)]
     return _record(spark, config, run, position, tables, built)

@@ -6,18 +6,26 @@ without compiling the models or reading the catalog (`--no-compile --empty-catal
 from run to run: the relations the run built, those new to the site and the small shared ones (staging,
 intermediate, the plans) are described again from Spark's schemas and their tables' rows from the snapshot
 summary, every other entry stays as it was, and an entry whose model or source is gone leaves.
+
+The manifest too is written only when what it describes changed: gold's runs do not write it (`run_dbt`), and
+this step parses the project again only when one of its files, one of the lakehouse's gold models, the dbt target
+or dbt's version changed since the manifest was written (`manifest.sha256` beside it). A run that only changed
+rows costs no dbt command here.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
-from spark_jobs.gold.build import run_dbt
+from spark_jobs.gold import models as gold_models
+from spark_jobs.gold.build import dbt_profile_env, run_dbt
 from spark_jobs.gold.publish import live_rows
 from spark_jobs.runtime.files import write_json_atomically
 
 SHARED_SCHEMAS = ("lake_staging", "silver")  # always described again: a few small relations
+PROJECT_INPUTS = ("dbt_project.yml", "profiles.yml", "models", "macros", "tests")  # what dbt parses of the project
 
 
 def _relation(node: dict) -> str:
@@ -56,7 +64,12 @@ def generate_docs(spark, config, source: str, built: list[str] | None = None) ->
     target = config.local_dir / "dbt" / "target"
     catalog_path = target / "catalog.json"
     previous = _read(catalog_path)
-    run_dbt(["docs", "generate", "--no-compile", "--empty-catalog"], config, source)
+    digest, marker = _manifest_digest(config), target / "manifest.sha256"
+    written = (target / "manifest.json").exists() and (target / "index.html").exists()
+    if not (written and marker.exists() and marker.read_text() == digest):
+        parsed = run_dbt(["parse"], config, source, write_manifest=True)
+        run_dbt(["docs", "generate", "--no-compile", "--empty-catalog"], config, source, manifest=parsed)
+        marker.write_text(digest)
     manifest = json.loads((target / "manifest.json").read_text())
     fresh = set(built) if built is not None else None
     catalog: dict[str, dict] = {"nodes": {}, "sources": {}}
@@ -79,6 +92,22 @@ def generate_docs(spark, config, source: str, built: list[str] | None = None) ->
     }
     write_json_atomically(catalog_path, document)
     return len(catalog["nodes"]) + len(catalog["sources"])
+
+
+def _manifest_digest(config) -> str:
+    """What dbt's manifest is made of: the project's files and the lakehouse's gold models (by path, size and
+    modification time: the models are rewritten only when their text changes), the dbt target and dbt's version.
+    Taken before dbt parses, so a file changed meanwhile makes the next step parse again."""
+    from dbt.version import __version__
+
+    digest = hashlib.sha256(json.dumps([__version__, dbt_profile_env(config.runtime)]).encode())
+    roots = [gold_models.DBT_PROJECT / name for name in PROJECT_INPUTS] + [gold_models.models_root(config.local_dir)]
+    for root in roots:
+        for path in sorted([root] if root.is_file() else root.rglob("*")):
+            if path.is_file():
+                stat = path.stat()
+                digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
 
 
 def _read(path: Path) -> dict:

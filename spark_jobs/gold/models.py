@@ -12,6 +12,11 @@ lakehouse's sources and no others, whatever other lakehouses share the checkout.
 uid (hex), its alias and schema (escaped names, `gold.names`). Upstream names reach the YAML only
 through `yaml.safe_dump`, and those that Jinja could read as code are wrapped in a raw block. A model names its
 source itself, so the build passes dbt no variables and dbt parses only the files that changed.
+
+A run's dbt reads another copy, of only the models that run builds or checks (`write_run_models`, under
+`<local_dir>/dbt/runs/<source>/`, with its own target and so its own partial-parse state): dbt's start grows with
+the models of its project, and a run that touches 3 tables of 1,000 should not load and link 2,000 models. The
+lakehouse's whole set stays what the docs site describes.
 """
 
 from __future__ import annotations
@@ -82,10 +87,15 @@ def models_root(local_dir: Path) -> Path:
     return Path(local_dir) / "dbt" / "models"
 
 
-def linked_models_path(local_dir: Path) -> str:
-    """The project-relative model path through which dbt reads a lakehouse's gold models (`TICDC_GOLD_MODELS`):
-    a link in the project to `models_root`, made or mended here."""
-    root = models_root(local_dir).resolve()
+def run_root(local_dir: Path, source: str) -> Path:
+    """A source's run project: `models/` (the models its last run built or checked) and dbt's `target/`."""
+    return Path(local_dir) / "dbt" / "runs" / source
+
+
+def linked_models_path(root: Path) -> str:
+    """The project-relative model path through which dbt reads the gold models under `root` (`TICDC_GOLD_MODELS`):
+    a link in the project to it, made or mended here."""
+    root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     name = hashlib.sha1(str(root).encode()).hexdigest()[:16]
     link = DBT_PROJECT / "gold_models" / name
@@ -299,7 +309,28 @@ def write_models(local_dir: Path, source: str, models: list[GoldModel]) -> list[
     """Write the source's models and YAML; remove the source's generated models that are no longer wanted.
 
     Two live upstream tables under one gold name would make the YAML invalid for the whole dbt project (every
-    source's build would fail): that is refused here, before anything is written, naming both tables."""
+    source's build would fail): that is refused here, before anything is written, naming both tables. Models the
+    same as those last written cost one digest, not their text."""
+    folder = source_dir(local_dir, source)
+    digest = hashlib.sha256(repr(models).encode()).hexdigest()
+    marker = folder / ".models.sha256"
+    if marker.exists() and marker.read_text() == digest:
+        return sorted(folder.glob("*.sql"))
+    marker.unlink(missing_ok=True)  # a write cut short is never taken for a whole one
+    written = _write_folder(folder, source, models)
+    marker.write_text(digest)
+    return written
+
+
+def write_run_models(local_dir: Path, source: str, models: list[GoldModel]) -> Path:
+    """Write the models a run builds or checks, and only those, into the source's run project; returns its root.
+    Files of earlier runs' models leave, so dbt parses what changed between two runs' sets."""
+    root = run_root(local_dir, source) / "models"
+    _write_folder(root / "marts" / "gold" / source, source, models)
+    return root
+
+
+def _write_folder(folder: Path, source: str, models: list[GoldModel]) -> list[Path]:
     seen: dict[str, GoldModel] = {}
     for model in models:
         other = seen.setdefault(model.name, model)
@@ -308,7 +339,6 @@ def write_models(local_dir: Path, source: str, models: list[GoldModel]) -> list[
                 f"source {source}: upstream tables {other.database}.{other.table} (uid {other.table_uid}) and "
                 f"{model.database}.{model.table} (uid {model.table_uid}) both map to gold table {model.relation}"
             )
-    folder = source_dir(local_dir, source)
     folder.mkdir(parents=True, exist_ok=True)
     wanted = {folder / f"{m.name}.sql": _model_sql(m, "gold_current_state", m.alias) for m in models}
     wanted |= {folder / f"{m.history_name}.sql": _model_sql(m, "gold_history", m.history_alias) for m in models}

@@ -1,14 +1,19 @@
 """Gold at the cost of what changed: a run builds, checks and commits only the tables it must change; every other
 table is pinned, as it is, in the run's publication at the new consistent timestamp, and every table equals the
 upstream database after every run. A run with only a watermark runs no dbt and commits to no gold table; a run with
-nothing new writes nothing; a full check reads every table whole (README, "What a gold run costs")."""
+nothing new writes nothing; a full check reads every table whole (README, "What a gold run costs"). The docs site
+describes again only the tables a run built, and parses dbt's project only when its models change."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from spark_jobs.bronze.land import land_bronze
 from spark_jobs.errors import DbtError
+from spark_jobs.gold import docs as gold_docs
+from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.gold.publish import latest_publication
@@ -68,14 +73,14 @@ def publications(spark) -> int:
     return spark.sql(f"SELECT count(*) FROM {GOLD_PUBLICATIONS} WHERE source = :s", args={"s": SOURCE}).collect()[0][0]
 
 
-def carry(spark, broker, config, events: list):
+def carry(spark, broker, config, events: list, source: str = SOURCE):
     produce(
         broker.bootstrap,
-        encode_stream("canal-json", events, topic=SOURCE, partitions=1, options=EXTENSION_OPTIONS["canal-json"]),
+        encode_stream("canal-json", events, topic=source, partitions=1, options=EXTENSION_OPTIONS["canal-json"]),
     )
-    land_bronze(spark, config, SOURCE)
-    build_silver(spark, config, SOURCE)
-    return build_gold(spark, config, SOURCE)
+    land_bronze(spark, config, source)
+    build_silver(spark, config, source)
+    return build_gold(spark, config, source)
 
 
 def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config):
@@ -100,6 +105,10 @@ def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config)
         for name in (names.gold_table(t.database, t.name), names.history_table(t.database, t.name))
     }
     assert changed == touched == set(second.built)
+    run_models = {path.stem for path in (gold_models.run_root(config.local_dir, SOURCE) / "models").rglob("*.sql")}
+    assert run_models == {gold_models.checks_model(SOURCE)} | {
+        names.model_name(SOURCE, t.database, t.name) + suffix for t in TOUCHED for suffix in ("", names.HISTORY_SUFFIX)
+    }  # the run's dbt parsed only the models it built
     publication = latest_publication(spark, SOURCE)
     assert publication["consistent_ts"] == tso(300)
     assert {t["relation"]: t["snapshot_id"] for t in publication["tables"]} == after  # untouched: pinned as they were
@@ -136,3 +145,54 @@ def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config)
     spark.sql(f"INSERT INTO {untouched} SELECT * FROM {untouched} WHERE id = 0")  # a duplicate no run wrote
     with pytest.raises(DbtError, match="gold_run_checks"):
         build_gold(spark, config, SOURCE, full_check=True)  # a full check reads every table whole
+
+
+def test_the_docs_site_runs_dbt_only_when_the_models_change(spark, broker, source_config, monkeypatch):
+    source = "gold_docs_cost"
+    broker.create_topics([source], partitions=1)
+    config = source_config(source)
+    target = config.local_dir / "dbt" / "target"
+    commands: list[str] = []
+    real_run_dbt = gold_docs.run_dbt
+    monkeypatch.setattr(
+        gold_docs, "run_dbt", lambda args, *a, **k: commands.append(args[0]) or real_run_dbt(args, *a, **k)
+    )
+
+    def docs(built: list[str]) -> tuple[dict, dict]:
+        commands.clear()
+        gold_docs.generate_docs(spark, config, source, built)
+        return json.loads((target / "manifest.json").read_text()), json.loads((target / "catalog.json").read_text())
+
+    def rows(catalog: dict, table: Table) -> int:
+        return catalog["nodes"][f"model.ticdc_lakehouse.{names.model_name(source, table.database, table.name)}"][
+            "stats"
+        ]["rows"]["value"]
+
+    first, second, new = TABLES[:3]
+    creates = [
+        Ddl(tso(1), t.database, t.name, create_table_sql(t), "create_table", table_after=t) for t in (first, second)
+    ]
+    built = carry(
+        spark,
+        broker,
+        config,
+        [*creates, insert(10, first, 1, 1), insert(11, second, 1, 1), Watermark(tso(100))],
+        source,
+    ).built
+    manifest, catalog = docs(built)
+    assert commands == ["parse", "docs"]  # the project's models are new: dbt writes the manifest and the site
+    assert rows(catalog, first) == 1 and rows(catalog, second) == 1
+    written = (target / "manifest.json").stat().st_mtime_ns
+
+    built = carry(spark, broker, config, [insert(200, first, 2, 2), Watermark(tso(300))], source).built
+    manifest, catalog = docs(built)
+    assert commands == []  # only rows changed: no dbt command, the manifest as it was, the built table described again
+    assert (target / "manifest.json").stat().st_mtime_ns == written
+    assert rows(catalog, first) == 2 and rows(catalog, second) == 1
+
+    create = Ddl(tso(400), new.database, new.name, create_table_sql(new), "create_table", table_after=new)
+    built = carry(spark, broker, config, [create, insert(410, new, 1, 1), Watermark(tso(500))], source).built
+    manifest, catalog = docs(built)
+    assert commands == ["parse", "docs"]  # a new table is a new model: the manifest is written again
+    assert f"model.ticdc_lakehouse.{names.model_name(source, new.database, new.name)}" in manifest["nodes"]
+    assert rows(catalog, new) == 1 and rows(catalog, first) == 2
