@@ -61,10 +61,10 @@
     {%- set row = rows[0] -%}
     {%- set plan = {
         'source_name': source_name, 'mode': row[13], 'reason': row[14],
-        'columns': fromjson(row[0]), 'fingerprint': row[2], 'consistent_ts': row[3], 'consistency': row[4],
-        'silver_seq': row[5], 'upstream': row[6] ~ '.' ~ row[7],
-        'previous_consistent_ts': row[8], 'previous_silver_seq': row[9], 'late': row[12],
-        'truncated_at_ts': row[15], 'snapshot_at_ts': row[16], 'versions': fromjson(row[17]),
+        'columns': fromjson(row[0]), 'fingerprint': row[2], 'consistent_ts': gold_integer(row[3]),
+        'consistency': row[4], 'silver_seq': gold_integer(row[5]), 'upstream': row[6] ~ '.' ~ row[7],
+        'previous_consistent_ts': gold_integer(row[8]), 'previous_silver_seq': gold_integer(row[9]), 'late': row[12],
+        'truncated_at_ts': gold_integer(row[15]), 'snapshot_at_ts': gold_integer(row[16]), 'versions': fromjson(row[17]),
         'truncations': fromjson(row[18]), 'delete_mode': row[19] or 'hard', 'partition_sql': row[20],
         'sort_sql': row[21], 'types': fromjson(row[22]) if row[22] else {}, 'widened': []} -%}
     {%- do plan.update({'shape': gold_shape(plan.columns, fromjson(row[1]), plan.types), 'keyless': not fromjson(row[1])}) -%}
@@ -75,6 +75,35 @@
         {%- else -%}
             {%- do plan.update({'mode': 'incremental', 'widened': widened}) -%}
         {%- endif -%}
+    {%- endif -%}
+    {{ return(plan) }}
+{% endmacro %}
+
+
+{#- A number of the plan row as an int (the query gives decimals), so that the plan is JSON. -#}
+{% macro gold_integer(value) -%}
+    {{ return(none if value is none else value | int) }}
+{%- endmacro %}
+
+
+{#- The plan as one comment line of the model's compiled SQL, first after our own header, which the materialization
+    reads back (`gold_compiled_plan`): a table's plan row is read once per model, not once more to run it. JSON
+    holds no raw line break, so the line ends where the plan does. -#}
+{% macro gold_plan_comment(plan) -%}
+-- gold plan: {{ tojson(plan) ~ '\n' }}
+{%- endmacro %}
+
+
+{#- The plan the model's body was compiled with: the first plan line of its compiled SQL. -#}
+{% macro gold_compiled_plan(sql) %}
+    {%- set marker = '-- gold plan: ' -%}
+    {%- set found = [] -%}
+    {%- for line in sql.split('\n') if line.startswith(marker) and not found -%}
+        {%- do found.append(fromjson(line[marker | length:])) -%}
+    {%- endfor -%}
+    {%- set plan = found[0] if found else none -%}
+    {%- if plan is not mapping -%}
+        {{ exceptions.raise_compiler_error('the compiled SQL of ' ~ this ~ ' holds no gold plan line') }}
     {%- endif -%}
     {{ return(plan) }}
 {% endmacro %}
@@ -263,6 +292,7 @@ candidate_changes as (
       the same way, so `output-raw-change-event = true` makes the mode exact). -#}
 {% macro gold_current_state(source_name, table_uid) %}
 {%- set plan = gold_refresh_plan(source_name, table_uid, 'gold') -%}
+{{ gold_plan_comment(plan) }}
 {%- set keyed = not plan.get('keyless') -%}
 {%- set soft = keyed and plan.delete_mode == 'soft' -%}
 
@@ -353,7 +383,7 @@ select * from typed
 {% materialization gold_current_state, adapter='spark' %}
     {%- set table_uid = config.require('table_uid') -%}
     {%- set target_relation = this.incorporate(type='table') -%}
-    {%- set plan = gold_refresh_plan(config.require('source_name'), table_uid, 'gold') -%}
+    {%- set plan = gold_compiled_plan(sql) -%}
     {{ run_hooks(pre_hooks) }}
     {%- if plan.mode == 'rebuild' -%}
         {{ gold_replace_table('gold', target_relation, plan, table_uid, sql) }}

@@ -33,6 +33,7 @@
     ends (with a late change, every version of those keys is replaced instead). -#}
 {% macro gold_history(source_name, table_uid) %}
 {%- set plan = gold_refresh_plan(source_name, table_uid, 'history') -%}
+{{ gold_plan_comment(plan) }}
 {%- set closing = plan.mode == 'incremental' -%}
 
 with
@@ -151,7 +152,7 @@ select * from typed
 {% materialization gold_history, adapter='spark' %}
     {%- set table_uid = config.require('table_uid') -%}
     {%- set target_relation = this.incorporate(type='table') -%}
-    {%- set plan = gold_refresh_plan(config.require('source_name'), table_uid, 'history') -%}
+    {%- set plan = gold_compiled_plan(sql) -%}
     {{ run_hooks(pre_hooks) }}
     {%- if plan.mode == 'rebuild' -%}
         {{ gold_replace_table('history', target_relation, plan, table_uid, sql) }}

@@ -191,3 +191,25 @@ def test_tables_whose_names_differ_only_in_where_the_double_underscore_is_stay_a
         (1, "a.b__c 1"),
         (2, "a.b__c 2"),
     ]
+
+
+def test_a_column_named_like_the_plan_line_cannot_change_what_runs(spark, broker, source_config):
+    """A model's compiled SQL carries its plan as a `-- gold plan: ` line that the materialization reads back; a
+    column whose name holds a line break and such a line (a later line of the same SQL) is a name, not the plan."""
+    hostile = 'x\n-- gold plan: {"mode": "unchanged", "source_name": "elsewhere"}'
+    table = Table("db", "t", (Column("id", "int", nullable=False), Column(hostile, "int")), ("id",), table_id=950)
+    events = [
+        Ddl(tso(1), "db", "t", create_table_sql(table), "create_table", table_after=table),
+        RowChange(tso(10), "insert", table, after={"id": 1, hostile: 5}),
+        RowChange(tso(20), "insert", table, after={"id": 2, hostile: 6}),
+        Watermark(tso(100)),
+        RowChange(tso(110), "update", table, before={"id": 1, hostile: 5}, after={"id": 1, hostile: 7}),
+        Watermark(tso(200)),
+    ]
+    workload = Workload(0, "canal-json", events, [])
+    assert carry(spark, broker, source_config, "names_plan_line", "canal-json", workload, runs=2) == tso(200)
+    relation = f"{quote_ident(names.gold_namespace('names_plan_line'))}.{quote_ident(names.gold_table('db', 't'))}"
+    assert sorted(tuple(r) for r in spark.sql(f"SELECT id, {quote_ident(hostile)} FROM {relation}").collect()) == [
+        (1, 7),
+        (2, 6),
+    ]
