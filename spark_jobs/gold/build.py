@@ -96,6 +96,7 @@ def run_dbt(
     that dbt does not parse the project again. `for_run`: the source's run project, of only the models its run
     builds or checks (`gold_models.write_run_models`), with its own target; otherwise the lakehouse's, of every
     gold model, in `<local_dir>/dbt/target` (the docs site)."""
+    from dbt.artifacts.schemas.run import RunExecutionResult
     from dbt.cli.main import dbtRunner
 
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "False")
@@ -114,9 +115,8 @@ def run_dbt(
             *([] if verbose_requested() else ["--quiet"]),
         ]
     )
-    ran: Any = result.result
-    if not write_manifest and hasattr(ran, "results") and hasattr(ran, "write"):
-        ran.write(str(root / "target" / "run_results.json"))
+    if not write_manifest and isinstance(result.result, RunExecutionResult):  # run, build, test (not freshness)
+        result.result.write(str(root / "target" / "run_results.json"))
     if not result.success:
         results: Any = (
             result.result if isinstance(result.result, list | tuple) else getattr(result.result, "results", [])
