@@ -331,6 +331,8 @@ def write_run_models(local_dir: Path, source: str, models: list[GoldModel]) -> P
 
 
 def _write_folder(folder: Path, source: str, models: list[GoldModel]) -> list[Path]:
+    """The models, the checks view and their YAML in `folder`, and no other generated model: the one writer of both
+    the lakehouse's folder and a run project's."""
     seen: dict[str, GoldModel] = {}
     for model in models:
         other = seen.setdefault(model.name, model)
