@@ -8,8 +8,8 @@ intermediate, the plans) are described again from Spark's schemas and their tabl
 summary, every other entry stays as it was, and an entry whose model or source is gone leaves.
 
 The manifest too is written only when what it describes changed: gold's runs do not write it (`run_dbt`), and
-this step parses the project again only when one of its files, one of the lakehouse's gold models, the dbt target
-or dbt's version changed since the manifest was written (`manifest.sha256` beside it). A run that only changed
+this step parses the project again only when one of its files, the lakehouse's gold models (the digest their
+writer keeps per source), the dbt target or dbt's version changed since the manifest was written (`manifest.sha256` beside it). A run that only changed
 rows costs no dbt command here.
 """
 
@@ -95,14 +95,15 @@ def generate_docs(spark, config, source: str, built: list[str] | None = None) ->
 
 
 def _manifest_digest(config) -> str:
-    """What dbt's manifest is made of: the project's files and the lakehouse's gold models (by path, size and
-    modification time: the models are rewritten only when their text changes), the dbt target and dbt's version.
-    Taken before dbt parses, so a file changed meanwhile makes the next step parse again."""
+    """What dbt's manifest is made of: the project's files (by path, size and modification time), the digests of
+    the lakehouse's gold models that their writer keeps (`gold.models.models_digests`: one read per source, not per
+    model), the dbt target and dbt's version. Taken before dbt parses, so a file changed meanwhile makes the next
+    step parse again."""
     from dbt.version import __version__
 
-    digest = hashlib.sha256(json.dumps([__version__, dbt_profile_env(config.runtime)]).encode())
-    roots = [gold_models.DBT_PROJECT / name for name in PROJECT_INPUTS] + [gold_models.models_root(config.local_dir)]
-    for root in roots:
+    settings = [__version__, dbt_profile_env(config.runtime), gold_models.models_digests(config.local_dir)]
+    digest = hashlib.sha256(json.dumps(settings).encode())
+    for root in (gold_models.DBT_PROJECT / name for name in PROJECT_INPUTS):
         for path in sorted([root] if root.is_file() else root.rglob("*")):
             if path.is_file():
                 stat = path.stat()
