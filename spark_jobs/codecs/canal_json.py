@@ -223,6 +223,7 @@ class _ColumnTypes:
         "column_types",
         "converters",
         "converting",
+        "envelope_decoder",
         "flags",
         "integers",
         "mysql_types",
@@ -268,6 +269,7 @@ class _ColumnTypes:
         # those rows go row-wise
         names = {f"c{i}": name for i, name in enumerate(self.converters)}
         self.rows: msgspec.json.Decoder[Any] | None = None
+        self.envelope_decoder: msgspec.json.Decoder[Any] | None = None
         try:
             self.row_type = msgspec.defstruct(
                 "Row", [(f, str | None) for f in names], rename=names, forbid_unknown_fields=True, gc=False
@@ -283,6 +285,20 @@ class _ColumnTypes:
             return
         self.rows = msgspec.json.Decoder(list[tuple[self.row_type, ...]])  # type: ignore[name-defined]
         self.partial_rows = msgspec.json.Decoder(tuple[partial_row, ...])  # type: ignore[valid-type]
+
+    def envelope(self) -> msgspec.json.Decoder[Any]:
+        """A decoder of a whole row message of this shape in one pass: the envelope with `data` and `old` as rows of
+        exactly these columns (made on first use; only for a map with `rows`)."""
+        if self.envelope_decoder is None:
+            rows = tuple[self.row_type, ...]  # type: ignore[name-defined]
+            typed = msgspec.defstruct(
+                "TypedEnvelope",
+                [("data", rows, ()), ("old", rows | None, None)],
+                bases=(_Envelope,),
+                gc=False,
+            )
+            self.envelope_decoder = msgspec.json.Decoder(typed)
+        return self.envelope_decoder
 
     def compile_rows(self) -> _One:
         """Give this map its generated `one` / `pair` (see `_row_source`); returns `one`."""
@@ -529,6 +545,8 @@ class CanalJsonDecoder:
         self._zone = _zone(options.get("time-zone") or "UTC")
         self._types: dict[tuple[tuple[str, str], ...], _ColumnTypes] = {}  # by the mysqlType map's items
         self._last_types: dict[tuple[str | None, str | None], _ColumnTypes] = {}  # by (database, table)
+        # the column path's shape of the last chunk that held one: the next chunk is read as that shape first
+        self._last_shape: tuple[_ShapeKey, _ColumnTypes] | None = None
 
     def decode(self, key: bytes | None, value: bytes | None, headers: Headers = None) -> list[ChangeEvent]:
         if not value:
@@ -780,36 +798,24 @@ class CanalJsonDecoder:
         shapes: dict[_ShapeKey, _Shape],
         row_wise: list[int],
     ) -> None:
-        decode, unset = _ENVELOPE.decode, msgspec.UNSET
-        members: dict[_ShapeKey, list[_Member]] = {}
-        # (database, table) -> the raw type map, key and ts kind last seen for it, and their members: most
-        # messages find their shape here by comparing bytes, without hashing the type map
-        last: dict[tuple[str, str], tuple[msgspec.Raw, tuple[str, ...] | None, bool, list[_Member]]] = {}
-        for i in range(start, stop):
-            try:  # the envelope's types admit only a row message of the usual form: the rest go row-wise
-                doc = decode(values[i])  # type: ignore[arg-type]  # None: TypeError
-            except (*columns.UNREADABLE, TypeError):
-                row_wise.append(i)
-                continue
-            tidb = doc.tidb
-            if tidb is not None and tidb.commitTs is not unset:
-                ts, inferred = tidb.commitTs, False
-            elif doc.es is not None:
-                ts, inferred = doc.es << 18, True
-            else:
-                row_wise.append(i)
-                continue
-            name = (doc.database, doc.table)
-            seen = last.get(name)
-            if seen is None or seen[0] != doc.mysqlType or seen[1] != doc.pkNames or seen[2] is not inferred:
-                key = (doc.database, doc.table, bytes(doc.mysqlType), doc.pkNames, inferred)
-                seen = last[name] = (doc.mysqlType, doc.pkNames, inferred, members.setdefault(key, []))
-            seen[3].append((i, ts, doc))
+        last = self._last_shape
+        if last is not None and (typed := _typed_chunk(last, values, start, stop)) is not None:
+            shape = shapes.get(last[0])
+            if shape is None:
+                shape = shapes[last[0]] = _Shape(last[0], last[1])
+            shape.keep(*typed)
+            return
+        members = _one_shape(values, start, stop)
+        if members is None:
+            members = _by_shape(values, start, stop, row_wise)
         for key, found in members.items():
             shape = shapes.get(key)
             if shape is None:
                 shape = shapes[key] = _Shape(key, self._shape_types(key[2]))
             shape.add(found, row_wise)
+        only = next(iter(members)) if len(members) == 1 else None
+        types = None if only is None else shapes[only].types
+        self._last_shape = None if only is None or types is None or types.rows is None else (only, types)
 
     def _shape_types(self, mysql_types: bytes) -> _ColumnTypes | None:
         """The converters of a raw mysqlType map; None where `decode` must report what is wrong with it."""
@@ -847,13 +853,102 @@ class _Envelope(msgspec.Struct, gc=False):
 
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
 _TYPE_OF, _DATA_OF = operator.attrgetter("type"), operator.attrgetter("data")
-# (database, table, raw mysqlType, pkNames, commit ts inferred) and (message index, commit ts, envelope)
+_TIDB_OF, _COMMIT_TS_OF = operator.attrgetter("tidb"), operator.attrgetter("commitTs")
+_NAMES_OF, _MYSQL_TYPE_OF = operator.attrgetter("database", "table", "pkNames"), operator.attrgetter("mysqlType")
+# (database, table, raw mysqlType, pkNames, commit ts inferred), and a shape's messages in a chunk: their
+# indices, commit ts and envelopes
 _ShapeKey = tuple[str, str, bytes, tuple[str, ...] | None, bool]
-_Member = tuple[int, int, _Envelope]
+_Members = tuple[list[int], list[int], list[_Envelope]]
+
+
+def _one_shape(values: Sequence[bytes | None], start: int, stop: int) -> dict[_ShapeKey, _Members] | None:
+    """A chunk of row messages of one table and type map, each with its commit ts (the usual chunk), found
+    without a loop in Python; None for any other chunk."""
+    try:
+        docs = list(map(_ENVELOPE.decode, values[start:stop]))  # type: ignore[arg-type]  # None: TypeError
+    except (*columns.UNREADABLE, TypeError):
+        return None
+    found = _single_shape(docs)
+    if found is None:
+        return None
+    key, stamps = found
+    return {key: (list(range(start, stop)), stamps, docs)}
+
+
+def _single_shape(docs: list[Any]) -> tuple[_ShapeKey, list[int]] | None:
+    """The shape key of envelopes that share one table, key and type map and each carry a commit ts, and their
+    commit ts; None where they do not."""
+    tidbs = list(map(_TIDB_OF, docs))
+    if None in tidbs:
+        return None
+    stamps = list(map(_COMMIT_TS_OF, tidbs))
+    names, types = list(map(_NAMES_OF, docs)), list(map(_MYSQL_TYPE_OF, docs))
+    count = len(docs)
+    if msgspec.UNSET in stamps or names.count(names[0]) != count or types.count(types[0]) != count:
+        return None
+    database, table, key_columns = names[0]
+    return (database, table, bytes(types[0]), key_columns, False), stamps
+
+
+def _typed_chunk(
+    last: tuple[_ShapeKey, _ColumnTypes], values: Sequence[bytes | None], start: int, stop: int
+) -> tuple[list[int], list[int], list[str], list[tuple[Any, ...]], list[tuple[Any, ...]]] | None:
+    """A chunk read in one pass as the shape of the chunk before it (envelope and rows in one decode, the usual
+    stream): (indices, commit ts, ops, data rows, old rows of the updates); None when any of its messages is not
+    of that shape, or its rows do not fit as sent, and the chunk is read again shape by shape."""
+    key, types = last
+    try:
+        docs = list(map(types.envelope().decode, values[start:stop]))  # type: ignore[arg-type]  # None: TypeError
+    except (*columns.UNREADABLE, TypeError):
+        return None
+    found = _single_shape(docs)
+    if found is None or found[0] != key:
+        return None
+    ops: list[str] = list(map(_TYPE_OF, docs))
+    data: list[tuple[Any, ...]] = list(map(_DATA_OF, docs))
+    olds = [docs[k].old for k, op in enumerate(ops) if op == "UPDATE"] if "UPDATE" in ops else []
+    updated = [k for k, op in enumerate(ops) if op == "UPDATE"] if olds else []
+    if not all(data) or None in olds or list(map(len, olds)) != list(map(len, map(data.__getitem__, updated))):
+        return None
+    return list(range(start, stop)), found[1], ops, data, olds
+
+
+def _by_shape(values: Sequence[bytes | None], start: int, stop: int, row_wise: list[int]) -> dict[_ShapeKey, _Members]:
+    """A chunk's row messages by shape, message by message; the rest go to `row_wise`."""
+    decode, unset = _ENVELOPE.decode, msgspec.UNSET
+    members: dict[_ShapeKey, _Members] = {}
+    # (database, table) -> the raw type map, key and ts kind last seen for it, and their members: most
+    # messages find their shape here by comparing bytes, without hashing the type map
+    last: dict[tuple[str, str], tuple[msgspec.Raw, tuple[str, ...] | None, bool, _Members]] = {}
+    for i in range(start, stop):
+        try:  # the envelope's types admit only a row message of the usual form: the rest go row-wise
+            doc = decode(values[i])  # type: ignore[arg-type]  # None: TypeError
+        except (*columns.UNREADABLE, TypeError):
+            row_wise.append(i)
+            continue
+        tidb = doc.tidb
+        if tidb is not None and tidb.commitTs is not unset:
+            ts, inferred = tidb.commitTs, False
+        elif doc.es is not None:
+            ts, inferred = doc.es << 18, True
+        else:
+            row_wise.append(i)
+            continue
+        name = (doc.database, doc.table)
+        seen = last.get(name)
+        if seen is None or seen[0] != doc.mysqlType or seen[1] != doc.pkNames or seen[2] is not inferred:
+            key = (doc.database, doc.table, bytes(doc.mysqlType), doc.pkNames, inferred)
+            seen = last[name] = (doc.mysqlType, doc.pkNames, inferred, members.setdefault(key, ([], [], [])))
+        found = seen[3]
+        found[0].append(i)
+        found[1].append(ts)
+        found[2].append(doc)
+    return members
 
 
 _TYPES = pa.array(list(_ROW_OPS), pa.string())
 _OPS = pa.array(list(_ROW_OPS.values()), pa.string())
+_UPDATE = list(_ROW_OPS).index("UPDATE")
 
 
 class _Shape:
@@ -872,40 +967,21 @@ class _Shape:
         self.data: list[Any] = []
         self.old: list[Any] = []
 
-    def add(self, members: list[_Member], row_wise: list[int]) -> None:
+    def add(self, members: _Members, row_wise: list[int]) -> None:
+        indices, stamps, docs = members
         types = self.types
         if types is None or types.rows is None:
-            row_wise.extend(i for i, _, _ in members)
+            row_wise.extend(indices)
             return
-        indices: list[int]
-        stamps: list[int]
-        docs: list[_Envelope]
-        indices, stamps, docs = map(list, zip(*members))
         ops: list[str] = list(map(_TYPE_OF, docs))
         data = _rows(types, list(map(_DATA_OF, docs)))
-        olds: list[tuple[Any, ...] | None] = []
-        updated: list[int] = []
-        partial: list[int] = []  # messages whose old rows lacked columns, filled from their data rows
-        if "UPDATE" in ops:
-            updated = [k for k, op in enumerate(ops) if op == "UPDATE"]
-            olds = _rows(types, [docs[k].old for k in updated])
-            for n, k in enumerate(updated):
-                if olds[n] is None and data[k] is not None:
-                    olds[n] = _filled(types, docs[k].old, data[k])  # type: ignore[arg-type]
-                    partial.append(k)
-            old_of = dict(zip(updated, olds))
-            fits = [
-                rows is not None
-                and len(rows) > 0
-                and (op != "UPDATE" or ((old := old_of[k]) is not None and len(old) == len(rows)))
-                for k, (op, rows) in enumerate(zip(ops, data))
-            ]
-        else:
-            fits = list(map(bool, data))
+        updated = [k for k, op in enumerate(ops) if op == "UPDATE"] if "UPDATE" in ops else []
+        olds = _rows(types, [docs[k].old for k in updated]) if updated else []
+        fits, partial = _fits(types, docs, data, updated, olds)
         partly = [False] * len(ops)
         for k in partial:
             partly[k] = True
-        if not all(fits):
+        if fits is not None and not all(fits):
             row_wise.extend(i for i, fit in zip(indices, fits) if not fit)
             indices = list(itertools.compress(indices, fits))
             stamps = list(itertools.compress(stamps, fits))
@@ -915,14 +991,27 @@ class _Shape:
             olds = [old for k, old in zip(updated, olds) if fits[k]]
             if not indices:
                 return
-        self.partial.extend(partly)
+        self.keep(indices, stamps, ops, data, olds, partly)  # type: ignore[arg-type]
+
+    def keep(
+        self,
+        indices: list[int],
+        stamps: list[int],
+        ops: list[str],
+        data: list[tuple[Any, ...]],
+        olds: list[tuple[Any, ...]],
+        partly: list[bool] | None = None,
+    ) -> None:
+        """Keep messages whose rows fit the shape: their rows (`olds`: the updates' old rows, in order) and which
+        old rows were completed from their data (`partly`, per message; None: none was)."""
+        self.partial.extend(partly or [False] * len(indices))
         self.messages.extend(indices)
         self.commit_ts.extend(stamps)
         self.ops.extend(ops)
-        self.counts.extend(map(len, data))  # type: ignore[arg-type]
-        self.data.append(_flat(data))  # type: ignore[arg-type]
+        self.counts.extend(map(len, data))
+        self.data.append(_flat(data))
         if olds:
-            self.old.append(_flat(olds))  # type: ignore[arg-type]
+            self.old.append(_flat(olds))
 
     def block(self, old_is_partial: bool, row_wise: list[int]) -> RowBlock | None:
         """The shape's RowBlock; a message holding a value its converter rejects goes to `row_wise`."""
@@ -932,21 +1021,17 @@ class _Shape:
         counts = np.array(self.counts)
         message = pa.array(np.repeat(np.array(self.messages, np.int32), counts))
         commit_ts = pa.array(np.repeat(np.array(self.commit_ts, np.int64), counts))
-        op = pc.take(
-            _OPS,
-            pc.index_in(pa.array(self.ops, pa.string()), _TYPES).take(
-                pa.array(np.repeat(np.arange(len(self.ops)), counts))
-            ),
-        )
-        after_columns, bad = _columns(types, pa.concat_arrays(self.data))
+        codes = np.repeat(pc.index_in(pa.array(self.ops, pa.string()), _TYPES).to_numpy(), counts)
+        op = _OPS.take(pa.array(codes))
+        is_update = pa.array(codes == _UPDATE)
+        sent = _split(types, pa.concat_arrays(self.data))
+        after_columns, bad = _converted(types, sent)
         before_columns = after_columns
-        is_update = pc.equal(op, "update")
         if self.old:
-            old_columns, bad_old = _columns(types, pa.concat_arrays(self.old))
-            before_columns = [pc.replace_with_mask(a, is_update, b) for a, b in zip(after_columns, old_columns)]
-            if bad_old is not None:
-                bad_old = pc.replace_with_mask(pa.array(np.zeros(len(op), bool)), is_update, bad_old)
-                bad = bad_old if bad is None else pc.or_(bad, bad_old)
+            before_columns, bad_old = _before(
+                types, sent, after_columns, _split(types, pa.concat_arrays(self.old)), np.flatnonzero(codes == _UPDATE)
+            )
+            bad = bad_old if bad is None else bad if bad_old is None else pc.or_(bad, bad_old)
         names = list(types.converters)
         before = struct_of(names, before_columns, pc.not_equal(op, "insert"))
         after = struct_of(names, after_columns, pc.not_equal(op, "delete"))
@@ -996,6 +1081,37 @@ def _rows(types: _ColumnTypes, images: list[msgspec.Raw]) -> list[tuple[Any, ...
     return found
 
 
+def _fits(
+    types: _ColumnTypes,
+    docs: list[_Envelope],
+    data: list[tuple[Any, ...] | None],
+    updated: list[int],
+    olds: list[tuple[Any, ...] | None],
+) -> tuple[list[bool] | None, list[int]]:
+    """Which messages' rows fit the shape (None when all do, the usual chunk, found without a loop in Python), and
+    the updates whose partial `old` was completed from their `data` (in `olds`, in place)."""
+    if (
+        None not in data
+        and None not in olds
+        and all(data)
+        and list(map(len, olds)) == list(map(len, map(data.__getitem__, updated)))  # type: ignore[arg-type]
+    ):
+        return None, []
+    partial = []
+    for n, k in enumerate(updated):
+        if olds[n] is None and data[k] is not None:
+            olds[n] = _filled(types, docs[k].old, data[k])  # type: ignore[arg-type]
+            partial.append(k)
+    old_of = dict(zip(updated, olds))
+    fits = [
+        rows is not None
+        and len(rows) > 0
+        and (k not in old_of or ((old := old_of[k]) is not None and len(old) == len(rows)))
+        for k, rows in enumerate(data)
+    ]
+    return fits, partial
+
+
 def _filled(types: _ColumnTypes, image: msgspec.Raw, rows: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """An `old` that holds only some columns, each row completed from its `data` row (as `decode` does); None
     where it does not fit the shape or its rows do not match the data's."""
@@ -1018,15 +1134,45 @@ def _flat(images: list[tuple[Any, ...]]) -> Any:
     return pa.array(list(itertools.chain.from_iterable(map(msgspec.structs.astuple, rows))), pa.string())
 
 
-def _columns(types: _ColumnTypes, flat: Any) -> tuple[list[Any], Any]:
-    """The canonical columns of a flat array of rows, and the rows holding a value a converter rejects (or None)."""
+def _split(types: _ColumnTypes, flat: Any) -> list[Any]:
+    """A flat array of rows (row after row) as one text array per column."""
     width = len(types.rules)
+    return [flat.take(pa.array(np.arange(j, len(flat), width))) for j in range(width)]
+
+
+def _converted(types: _ColumnTypes, sent: list[Any]) -> tuple[list[Any], Any]:
+    """The canonical columns of the columns as sent, and the rows holding a value a converter rejects (or None)."""
     out, bad = [], None
-    for j, rule in enumerate(types.rules):
-        column, rejected = columns.converted(flat.take(pa.array(np.arange(j, len(flat), width))), rule)
+    for values, rule in zip(sent, types.rules):
+        column, rejected = columns.converted(values, rule)
         out.append(column)
         if rejected is not None:
             bad = rejected if bad is None else pc.or_(bad, rejected)
+    return out, bad
+
+
+def _before(
+    types: _ColumnTypes, sent: list[Any], after: list[Any], old: list[Any], updates: Any
+) -> tuple[list[Any], Any]:
+    """The before image's columns: the data's (a delete's row) with each update's old value where it differs from
+    the data's as sent; only those are converted (an old row repeats most of its data row), and the rows holding
+    one its converter rejects (or None)."""
+    count = len(after[0])
+    where, bad = pa.array(updates), None
+    out = []
+    for rule, data_sent, data_done, old_sent in zip(types.rules, sent, after, old):
+        differ = pc.invert(pc.fill_null(pc.equal(old_sent, data_sent.take(where)), False)).to_numpy(False)
+        if not differ.any():
+            out.append(data_done)
+            continue
+        column, rejected = columns.converted(old_sent.filter(differ), rule)
+        rows = np.zeros(count, bool)
+        rows[updates[differ]] = True
+        out.append(pc.replace_with_mask(data_done, pa.array(rows), column))
+        if rejected is not None:
+            rows[:] = False
+            rows[updates[differ][rejected.to_numpy(False)]] = True
+            bad = pa.array(rows) if bad is None else pc.or_(bad, pa.array(rows))
     return out, bad
 
 

@@ -9,11 +9,13 @@ with bad messages in the batch quarantined alike and costing nothing to the rest
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.codecs import PROTOCOLS, column_decoder, make_decoder
+from spark_jobs.codecs import PROTOCOLS, column_decoder, columns, make_decoder
 from tests.codecs.helpers import ODD_KEYS, agree_by_columns, changefeed_decoder, keyed_table, silver_rows
 from tests.codecs.test_cross_protocol import streams
 from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark
@@ -49,6 +51,8 @@ BAD_VALUES = {
         b'{"database":"shop","table":"t","isDdl":false,"type":"INSERT","es":1,"mysqlType":{"id":"int"},"data":[]}',
         b'{"database":"shop","table":"t","isDdl":false,"type":"UPDATE","es":1,"mysqlType":{"id":"int"},'
         b'"data":[{"id":"1"}],"old":[{"id":"1"},{"id":"2"}]}',
+        b'{"database":"shop","table":"t","isDdl":false,"type":"UPDATE","es":1,"mysqlType":{"id":"int"},'
+        b'"data":[{"id":"1"}],"old":[{"id":"x"}]}',
     ],
     "simple-json": [
         b"",
@@ -73,8 +77,15 @@ def cases(draw):
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(events=streams(), case=cases(), bad_at=st.integers(0, 1000))
-def test_the_column_path_gives_the_reference_answers(events, case, bad_at):
+@given(events=streams(), case=cases(), bad_at=st.integers(0, 1000), chunk=st.sampled_from([columns.CHUNK, 1, 2, 5]))
+def test_the_column_path_gives_the_reference_answers(events, case, bad_at, chunk):
+    """Small chunks make a stream of a few messages span many: each chunk is read first as the shape of the one
+    before it, and falls back when it is not (a DDL, another table, a bad message)."""
+    with mock.patch.object(columns, "CHUNK", chunk):
+        the_column_path_gives_the_reference_answers(events, case, bad_at)
+
+
+def the_column_path_gives_the_reference_answers(events, case, bad_at):
     protocol, option, bad = case
     messages = encode_stream(protocol, events, options=dict(option))
     values = [m.value for m in messages]
@@ -146,6 +157,42 @@ def test_row_keys_escape_as_json_does_and_bad_values_cost_only_their_message():
     assert decoder is not None
     result = decoder.decode_columns([None] * len(values), values)
     assert result.row_wise == [0, 4, len(values) - 1]  # the CREATE TABLE, the bad value, the watermark
+
+
+@pytest.mark.parametrize("protocol", sorted(OPTIONS))
+def test_a_chunk_of_another_shape_than_the_one_before_it_keeps_its_own(protocol):
+    """A chunk is read first as the shape of the chunk before it. A chunk of another table whose rows have the same
+    column names, or of the same table after a column's type changed, must still be decoded as its own shape."""
+
+    def table(name: str, kind: str, version: int) -> Table:
+        columns = (Column("id", "int", nullable=False), Column("v", kind))
+        return Table("shop", name, columns, key=("id",), table_id=7 if name == "a" else 8, schema_version=version)
+
+    ts = 1_763_900_000_000 << 18
+    first, other, widened = table("a", "int", ts), table("b", "varchar(8)", ts), table("a", "bigint", ts + (9 << 18))
+    events: list = []
+    for n, shape in enumerate((first, other, first, widened)):
+        if n == 0 or shape is other:
+            events.append(Ddl(ts, "shop", shape.name, create_table_sql(shape), "create_table", table_after=shape))
+        if shape is widened:
+            events.append(
+                Ddl(ts + (9 << 18), "shop", "a", "ALTER TABLE a MODIFY v bigint", "modify_column", table_after=widened)
+            )
+        for i in range(3):
+            ts += 1 << 18
+            events.append(RowChange(ts + (10 << 18), "insert", shape, None, {"id": 10 * n + i, "v": 3 * n + i}))
+    option = OPTIONS[protocol][1] if protocol == "canal-json" else OPTIONS[protocol][0]
+    messages = encode_stream(protocol, events, options=dict(option))
+    options = decoder_options(option)
+    decoder = changefeed_decoder(protocol, options)
+    reference = {i: [e.to_dict() for e in decoder.decode(None, m.value)] for i, m in enumerate(messages)}
+    pairs = [(None, m.value) for m in messages]
+    with mock.patch.object(columns, "CHUNK", 3):
+        decoded = agree_by_columns(protocol, options, pairs, reference)
+    rows = [i for i, got in reference.items() if got and got[0]["kind"] == "row"]
+    assert decoded == len(rows) == 12
+    tables = [reference[i][0]["table"] for i in rows]
+    assert tables == ["a"] * 3 + ["b"] * 3 + ["a"] * 6
 
 
 def test_every_protocol_decodes_column_wise():
