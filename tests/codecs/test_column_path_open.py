@@ -126,6 +126,25 @@ def test_the_column_path_gives_the_reference_answers(events, option, hand_made, 
     assert silver_rows("open", messages, options, True) == silver_rows("open", messages, options, False)
 
 
+def test_items_read_in_one_decode_are_each_read_alone():
+    """A chunk's row keys and value items are decoded as one JSON array; an item that is not one JSON value by
+    itself, however it would read joined with its neighbours, still goes row-wise, and costs the rest nothing."""
+    good = row_message(b'{"u":{' + ID + b"}}")
+    two_in_one = row_message(b'{"u":{' + ID + b'}},{"u":{' + ID + b"}}", b'{"u":{' + ID + b"}}")
+    open_object = row_message(b'{"u":{' + ID + b"}", b'{"p":{' + ID + b"}}")
+    open_key = row_message(b'{"u":{' + ID + b"}", b'"p":{' + ID + b"}}")  # joined, one update and two items
+    open_string = row_message(b'{"u":{' + ID + b',"x":{"t":15,"f":0,"v":"a}}', b'{"u":{' + ID + b'}}"}}}')
+    spaced = row_message(b' {"u":{' + ID + b"}}\n")
+    key = b'{"ts":1,"scm":"shop","tbl":"hand","t":1}'
+    two_keys_in_one = (VERSION + framed(key + b"," + key), framed(b'{"u":{' + ID + b"}}"))
+    messages = [good, two_in_one, open_object, open_key, open_string, spaced, two_keys_in_one, good]
+    reference = reference_of(messages, {})
+    assert [i for i, events in reference.items() if events is None] == [1, 2, 3, 4, 6]
+    assert agree_by_columns("open", {}, messages, reference) == 3
+    balanced = [good, two_in_one, open_key, good]  # joined: one value too many, one too few, as many as items
+    assert agree_by_columns("open", {}, balanced, reference_of(balanced, {})) == 2
+
+
 def test_a_key_of_several_columns_is_in_the_order_of_each_image():
     in_order = row_message(b'{"u":{"a":{"t":3,"h":true,"f":11,"v":1},"b":{"t":3,"h":true,"f":11,"v":2}}}')
     swapped = row_message(b'{"u":{"b":{"t":3,"h":true,"f":11,"v":2},"a":{"t":3,"h":true,"f":11,"v":1}}}')
