@@ -48,6 +48,8 @@ def digits(values: Any) -> Any:
 def signed(values: Any) -> Any:
     """Integer text without leading zeros, `-` before any but zero."""
     negative = pc.starts_with(values, "-")
+    if not pc.any(negative).as_py():
+        return digits(values)
     body = pc.if_else(negative, pc.utf8_slice_codeunits(values, 1, _END), values)
     return pc.and_not(digits(body), pc.and_(negative, pc.equal(body, "0")))
 
@@ -65,9 +67,14 @@ def matching(pattern: str) -> Keep:
 def decimal(scale: int | None) -> Keep:
     """DECIMAL text with exactly `scale` fraction digits (any, for None), no leading zeros, not a negative zero."""
     pattern = rf"^-?{fast_paths.decimal_pattern(scale)}$"
-    return lambda values: pc.and_not(
-        pc.match_substring_regex(values, pattern), pc.match_substring_regex(values, NEGATIVE_ZERO)
-    )
+
+    def keep(values: Any) -> Any:
+        shaped = pc.match_substring_regex(values, pattern)
+        if not pc.any(pc.starts_with(values, "-")).as_py():
+            return shaped
+        return pc.and_not(shaped, pc.match_substring_regex(values, NEGATIVE_ZERO))
+
+    return keep
 
 
 def double(values: Any) -> Any:
@@ -78,9 +85,44 @@ def double(values: Any) -> Any:
 
 DOUBLE = r"^(?:-?[1-9][0-9]*\.[0-9]*[1-9]|-?[1-9][0-9]*\.0|-?0\.0{0,3}[1-9](?:[0-9]*[1-9])?|0\.0)$"
 NEGATIVE_ZERO = r"^-[0.]*$"
+
+
+def byte_ranges(values: Any, low: bytes, high: bytes, exact: bool) -> Any | None:
+    """Texts whose first `len(low)` bytes each lie between `low`'s and `high`'s at their position, and that have no
+    more when `exact`: a fixed-width pattern such as a date's, checked with numpy several times faster than RE2, for
+    the usual column of texts of one length and no null (a column's fractional digits are fixed). None for any
+    other array."""
+    count, width = len(values), len(low)
+    if values.type != pa.string() or values.null_count or not count:
+        return None
+    offsets = np.frombuffer(values.buffers()[1], np.int32, count + 1, values.offset * 4)
+    size, rest = divmod(int(offsets[-1] - offsets[0]), count)
+    if rest or size < width or (exact and size != width) or not (np.diff(offsets) == size).all():
+        return None
+    data = np.frombuffer(values.buffers()[2], np.uint8, count * size, int(offsets[0])).reshape(count, size)[:, :width]
+    return pa.array(((data >= np.frombuffer(low, np.uint8)) & (data <= np.frombuffer(high, np.uint8))).all(axis=1))
+
+
+def fixed_width(pattern: str, low: bytes, high: bytes, exact: bool) -> Keep:
+    """Text matching an RE2 pattern of fixed width, checked by `byte_ranges` (`low` and `high` spell the pattern's
+    least and greatest bytes), by the pattern where it does not read the array."""
+    by_pattern = matching(pattern)
+
+    def keep(values: Any) -> Any:
+        found = byte_ranges(values, low, high, exact)
+        return by_pattern(values) if found is None else found
+
+    return keep
+
+
 # stricter than the converters' checks (digits where they take any character): what does not match is converted
-DATE = matching(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
-DATETIME = matching(r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}")
+DATE = fixed_width(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", b"0000-00-00", b"9999-99-99", exact=True)
+DATETIME = fixed_width(
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}",
+    b"0000-00-00 00:00:00",
+    b"9999-99-99 99:99:99",
+    exact=False,
+)
 TIME = matching(r"^[^:]*:[^:]*:[^:]*$")
 _END = 1 << 30  # past the end of any text
 
