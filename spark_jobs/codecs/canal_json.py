@@ -777,8 +777,9 @@ class CanalJsonDecoder:
         compression, several documents, anything malformed or a value its converter rejects) left to `decode`.
 
         Messages are parsed in chunks of `columns.CHUNK`, small enough that a chunk's Python objects stay in the CPU's
-        caches, into one flat text array per shape and chunk; each shape's values are then checked and
-        converted column by column for the whole batch.
+        caches, into one flat text array per shape and chunk; a chunk is read first in one pass as the shape of the
+        chunk before it (`_typed_chunk`), else shape by shape. Each shape's values are then checked and converted
+        column by column for the whole batch.
         """
         if self._compression != "none":
             return ColumnDecode([], list(range(len(values))))
