@@ -907,9 +907,9 @@ def _typed_chunk(
         return None
     ops: list[str] = list(map(_TYPE_OF, docs))
     data: list[tuple[Any, ...]] = list(map(_DATA_OF, docs))
-    olds = [docs[k].old for k, op in enumerate(ops) if op == "UPDATE"] if "UPDATE" in ops else []
-    updated = [k for k, op in enumerate(ops) if op == "UPDATE"] if olds else []
-    if not all(data) or None in olds or list(map(len, olds)) != list(map(len, map(data.__getitem__, updated))):
+    updated = _updates(ops)
+    olds = [docs[k].old for k in updated]
+    if not _all_fit(data, updated, olds):
         return None
     return list(range(start, stop)), found[1], ops, data, olds
 
@@ -976,7 +976,7 @@ class _Shape:
             return
         ops: list[str] = list(map(_TYPE_OF, docs))
         data = _rows(types, list(map(_DATA_OF, docs)))
-        updated = [k for k, op in enumerate(ops) if op == "UPDATE"] if "UPDATE" in ops else []
+        updated = _updates(ops)
         olds = _rows(types, [docs[k].old for k in updated]) if updated else []
         fits, partial = _fits(types, docs, data, updated, olds)
         partly = [False] * len(ops)
@@ -1082,6 +1082,17 @@ def _rows(types: _ColumnTypes, images: list[msgspec.Raw]) -> list[tuple[Any, ...
     return found
 
 
+def _updates(ops: list[str]) -> list[int]:
+    """The positions of the updates among a chunk's ops."""
+    return [k for k, op in enumerate(ops) if op == "UPDATE"] if "UPDATE" in ops else []
+
+
+def _all_fit(data: list[Any], updated: list[int], olds: list[Any]) -> bool:
+    """Whether every message has rows, and every update as many old rows as data rows (the usual chunk), found
+    without a loop in Python."""
+    return all(data) and None not in olds and list(map(len, olds)) == list(map(len, map(data.__getitem__, updated)))
+
+
 def _fits(
     types: _ColumnTypes,
     docs: list[_Envelope],
@@ -1091,12 +1102,7 @@ def _fits(
 ) -> tuple[list[bool] | None, list[int]]:
     """Which messages' rows fit the shape (None when all do, the usual chunk, found without a loop in Python), and
     the updates whose partial `old` was completed from their `data` (in `olds`, in place)."""
-    if (
-        None not in data
-        and None not in olds
-        and all(data)
-        and list(map(len, olds)) == list(map(len, map(data.__getitem__, updated)))  # type: ignore[arg-type]
-    ):
+    if _all_fit(data, updated, olds):
         return None, []
     partial = []
     for n, k in enumerate(updated):

@@ -694,6 +694,8 @@ class OpenDecoder:
         if shape is not None and not shape.ordered and shapes.count(shape) == len(shapes) and None not in ops:
             accepted[shape] = [(i, first, first + count) for i, first, count in spans]  # the usual chunk
             spans = []
+        if spans and not value_items and any(s is not None and s.ordered for s in set(shapes)):
+            value_items = _value_items(framed)  # once per chunk: a key of several columns is checked in order
         for i, first, count in spans:
             end = first + count
             shape = shapes[first]
@@ -701,7 +703,7 @@ class OpenDecoder:
                 shape is None
                 or shapes[first:end].count(shape) != count
                 or None in ops[first:end]
-                or (shape.ordered and not _in_order(shape, (value_items or _value_items(framed))[first:end]))
+                or (shape.ordered and not _in_order(shape, value_items[first:end]))
             ):
                 row_wise.append(i)
             else:
