@@ -206,7 +206,7 @@ silver_keys as (
     select
         table_index,
         row_key,
-        max_by(op, change_order) as newest_op,
+        max(struct(change_order, op)).op as newest_op,  {#- a struct's max: cheaper than max_by over a struct #}
         bool_or(checked_whole or silver_seq > since_seq or commit_ts > since_ts) as changed,
         bool_or(every_key) as every_key
     from applied_rows
@@ -293,8 +293,8 @@ gold_keys as (
 
 gold_counts as (
 
-    select table_index, sum(copies) as gold_rows
-    from gold_keys
+    select table_index, count(*) as gold_rows  {#- counted from the rows, not from gold_keys: no second shuffle #}
+    from checked_gold
     group by table_index
 
 ),
@@ -329,14 +329,29 @@ history_versions as (
 
 ),
 
+history_starts as (
+
+    {#- per version start, then per key: two plain aggregations, cheaper than one with a count(distinct) -#}
+    select
+        table_index,
+        _row_key,
+        _valid_from_ts,
+        count_if(touched) as copies,
+        count_if(_valid_to_ts is null) as open_versions,
+        bool_or(touched) as touched
+    from history_versions
+    group by table_index, _row_key, _valid_from_ts
+
+),
+
 history_keys as (
 
     select
         table_index,
         _row_key,
-        count_if(touched) - count(distinct case when touched then _valid_from_ts end) as repeated,
-        count_if(_valid_to_ts is null) as open_versions
-    from history_versions
+        sum(copies) - count_if(copies > 0 and _valid_from_ts is not null) as repeated,
+        sum(open_versions) as open_versions
+    from history_starts
     group by table_index, _row_key
     having bool_or(touched)
 
