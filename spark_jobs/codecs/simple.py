@@ -629,6 +629,7 @@ class _SimpleDecoder:
         self._zones: dict[str, dt.tzinfo | None] = {"Local": self._default_zone}
         self._schemas: dict[tuple[str, str, int], _Schema] = {}
         self._last_schema: _Schema | None = None
+        self._last_shape: tuple[str, str, int] | None = None  # the schema of the last chunk read, if of one
         self._handlers: dict[str, _Handler] = {
             "WATERMARK": self._watermark,
             "BOOTSTRAP": self._bootstrap,
@@ -1139,8 +1140,9 @@ class SimpleJsonDecoder(_SimpleDecoder):
         rows after it (`decode` reads it again later, which changes nothing).
 
         Messages are parsed in chunks of `columns.CHUNK` (a chunk's objects stay in the CPU's caches) into one text
-        array per column, schema and chunk; each schema's columns are then checked and converted for the whole
-        batch.
+        array per column, schema and chunk; a chunk is read first in one pass as the schema of the chunk before it
+        (`_Shape.read_typed`), else message by message. Each schema's columns are then checked and converted for the
+        whole batch.
         """
         if self._compression != "none":
             return ColumnDecode([], list(range(len(values))))
@@ -1160,6 +1162,27 @@ class SimpleJsonDecoder(_SimpleDecoder):
         shapes: dict[tuple[str, str, int], _Shape | None],
         row_wise: list[int],
     ) -> None:
+        last = self._last_shape
+        if last is not None and last in self._schemas:
+            shape = shapes[last] if last in shapes else shapes.setdefault(last, self._shape(self._schemas[last]))
+            if shape is not None and shape.read_typed(values, start, stop, self._verify_checksums):
+                return
+        members = self._by_schema(values, start, stop, row_wise)
+        for key, found in members.items():
+            if key not in shapes:
+                shapes[key] = self._shape(self._schemas[key])
+            shape = shapes[key]
+            if shape is None:
+                row_wise.extend(i for i, _ in found)
+            else:
+                shape.add(found, row_wise)
+        self._last_shape = next(iter(members)) if len(members) == 1 else None
+
+    def _by_schema(
+        self, values: Sequence[bytes | None], start: int, stop: int, row_wise: list[int]
+    ) -> dict[tuple[str, str, int], list[tuple[int, _Envelope]]]:
+        """A chunk's row messages by schema, message by message, in order: a message the envelope does not admit is
+        decoded for what it teaches (a schema) and goes to `row_wise`, with every row whose schema is not known."""
         decode, verify = _ENVELOPE.decode, self._verify_checksums
         members: dict[tuple[str, str, int], list[tuple[int, _Envelope]]] = {}
         for i in range(start, stop):
@@ -1185,14 +1208,7 @@ class SimpleJsonDecoder(_SimpleDecoder):
                     continue
                 self._last_schema = schema
             members.setdefault((schema.database, schema.table, schema.version), []).append((i, doc))
-        for key, found in members.items():
-            if key not in shapes:
-                shapes[key] = self._shape(self._schemas[key])
-            shape = shapes[key]
-            if shape is None:
-                row_wise.extend(i for i, _ in found)
-            else:
-                shape.add(found, row_wise)
+        return members
 
     def _shape(self, schema: _Schema) -> _Shape | None:
         """The column path's reader of a schema's rows; None for a column name msgspec takes for no field (a
@@ -1231,6 +1247,23 @@ class _Envelope(msgspec.Struct, gc=False):
 
 
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
+_KEY_OF = operator.attrgetter("database", "table", "schemaVersion")
+_ROW_WISE_OF = operator.attrgetter("claimCheckLocation", "handleKeyOnly")
+_CHECKSUM_OF, _TYPE_OF, _COMMIT_TS_OF = (operator.attrgetter(f) for f in ("checksum", "type", "commitTs"))
+_DATA_OF, _OLD_OF = operator.attrgetter("data"), operator.attrgetter("old")
+
+
+def _typed_envelope(row: type) -> type:
+    """`_Envelope` with its images read as `row`, a schema's row Struct (None where an image is absent or null)."""
+    fields = [
+        (f.name, row | None, None)
+        if f.name in ("data", "old")
+        else (f.name, f.type)
+        if f.default is msgspec.NODEFAULT
+        else (f.name, f.type, f.default)
+        for f in msgspec.structs.fields(_Envelope)
+    ]
+    return msgspec.defstruct("TypedEnvelope", fields, gc=False)
 
 
 @dataclass
@@ -1285,7 +1318,8 @@ class _Shape:
         kinds = [msgspec.Raw if ts else str | None for ts in plan.timestamps]
         row = msgspec.defstruct("Row", list(zip(names, kinds)), rename=names, forbid_unknown_fields=True, gc=False)
         self.read = msgspec.json.Decoder(list[row])  # type: ignore[valid-type]
-        self.fields = [operator.attrgetter(f) for f in names]
+        self.read_envelopes: msgspec.json.Decoder[Any] = msgspec.json.Decoder(_typed_envelope(row))
+        self.key = (schema.database, schema.table, schema.version)
         self.kinds = [pa.binary() if ts else pa.string() for ts in plan.timestamps]
         self.messages: list[int] = []
         self.commit_ts: list[int] = []
@@ -1293,8 +1327,34 @@ class _Shape:
         self.images: dict[str, list[list[Any]]] = {"data": [], "old": []}
         self.has: dict[str, list[bool]] = {"data": [], "old": []}
 
+    def read_typed(self, values: Sequence[bytes | None], start: int, stop: int, verify: bool) -> bool:
+        """Read a chunk in one pass as this schema's (envelope and rows in one decode, the usual stream), found
+        without a loop per message in Python; False, keeping nothing, when any message is not a row of this schema
+        of the usual form."""
+        try:
+            docs = list(map(self.read_envelopes.decode, values[start:stop]))  # type: ignore[arg-type]
+        except (*columns.UNREADABLE, TypeError):  # None: TypeError
+            return False
+        count = len(docs)
+        keys = list(map(_KEY_OF, docs))
+        if keys.count(self.key) != count or list(map(_ROW_WISE_OF, docs)).count((None, None)) != count:
+            return False
+        if verify and list(map(_CHECKSUM_OF, docs)).count(None) != count:
+            return False
+        ops: list[str] = list(map(_TYPE_OF, docs))
+        has_data = list(map("DELETE".__ne__, ops)) if "DELETE" in ops else [True] * count
+        has_old = list(map("INSERT".__ne__, ops)) if "INSERT" in ops else [True] * count
+        data = list(itertools.compress(map(_DATA_OF, docs), has_data))
+        old = list(itertools.compress(map(_OLD_OF, docs), has_old))
+        if None in data or None in old:
+            return False
+        self.keep(
+            range(start, stop), list(map(_COMMIT_TS_OF, docs)), ops, {"data": (has_data, data), "old": (has_old, old)}
+        )
+        return True
+
     def add(self, members: list[tuple[int, _Envelope]], row_wise: list[int]) -> None:
-        ops = [doc.type for _, doc in members]
+        ops: list[str] = [doc.type for _, doc in members]
         data = self._rows([doc.data for _, doc in members], [op != "DELETE" for op in ops])
         old = self._rows([doc.old for _, doc in members], [op != "INSERT" for op in ops])
         fits = [(d is not None) and (o is not None) for d, o in zip(data, old)]
@@ -1304,17 +1364,31 @@ class _Shape:
             ops, data, old = (list(itertools.compress(x, fits)) for x in (ops, data, old))
             if not members:
                 return
-        self.messages.extend(i for i, _ in members)
-        self.commit_ts.extend(doc.commitTs for _, doc in members)
-        self.ops.extend(ops)
+        images = {}
         for image, rows in (("data", data), ("old", old)):
             present = [r is not _ABSENT for r in rows]
+            images[image] = (present, list(itertools.compress(rows, present)))
+        self.keep([i for i, _ in members], [doc.commitTs for _, doc in members], ops, images)
+
+    def keep(
+        self,
+        indices: Sequence[int],
+        stamps: list[int],
+        ops: list[str],
+        images: dict[str, tuple[list[bool], list[Any]]],
+    ) -> None:
+        """Keep messages that fit the schema: per image, which messages have it and their rows, in order."""
+        self.messages.extend(indices)
+        self.commit_ts.extend(stamps)
+        self.ops.extend(ops)
+        width = len(self.kinds)
+        for image, (present, rows) in images.items():
             self.has[image].extend(present)
-            kept = list(itertools.compress(rows, present))
+            flat = list(itertools.chain.from_iterable(map(msgspec.structs.astuple, rows)))
             self.images[image].append(
                 [
-                    pa.array(list(map(bytes, map(field, kept))) if timestamp else list(map(field, kept)), kind)
-                    for field, timestamp, kind in zip(self.fields, self.plan.timestamps, self.kinds)
+                    pa.array(list(map(bytes, flat[j::width])) if timestamp else flat[j::width], kind)
+                    for j, (timestamp, kind) in enumerate(zip(self.plan.timestamps, self.kinds))
                 ]
             )
 

@@ -252,3 +252,38 @@ def test_a_column_name_msgspec_cannot_take_goes_row_wise(protocol):
         {"id": "1", 'dq"col\\': "v1"},
         {"id": "2", 'dq"col\\': "v2"},
     ]
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_simple_row_in_a_chunk_read_in_one_pass_is_still_checked_and_sent_row_wise_when_it_must_be(verify):
+    """Simple-JSON reads a chunk in one pass as the schema of the chunk before it. A row with a checksum to verify
+    (here the changefeed turned its integrity check on mid-stream), or one marked handle-key-only, must still go
+    row-wise there: a tampered row to quarantine, a handle-key-only row to its lookup (not configured here)."""
+    table = Table("shop", "t", (Column("id", "int", nullable=False), Column("v", "varchar(8)")), key=("id",))
+    ts = 1_763_900_000_000 << 18
+    events: list = [Ddl(ts, "shop", "t", create_table_sql(table), "create_table", table_after=table)]
+    events += [RowChange(ts + (i << 18), "insert", table, None, {"id": i, "v": f"v{i}"}) for i in range(1, 9)]
+    plain = [m.value for m in encode_stream("simple-json", events, options={})]
+    checked = [m.value for m in encode_stream("simple-json", events, options={"integrity-check-level": "correctness"})]
+    values = plain[:5] + checked[5:]
+    assert b'"checksum"' not in values[4] and b'"checksum"' in values[5]
+    values[2] = values[2].replace(b',"data":', b',"handleKeyOnly":true,"data":')
+    values[5] = values[5].replace(b'"v":"v5"', b'"v":"v?"')  # its checksum no longer matches
+    assert b"handleKeyOnly" in values[2] and b'"v?"' in values[5]
+    pairs = [(None, v) for v in values]
+    options = {"verify-checksums": verify}
+    with mock.patch.object(columns, "CHUNK", 2):
+        column_wise = silver_rows("simple-json", pairs, options, True)
+        decoder = column_decoder(make_decoder("simple-json", options))
+        assert decoder is not None
+        row_wise = decoder.decode_columns([None] * len(values), values).row_wise
+    assert column_wise == silver_rows("simple-json", pairs, options, False)
+    quarantined = {r["offset"]: r["reason"] for r in column_wise if r["kind"] == "quarantine"}
+    assert quarantined[2].startswith("handle-key-only: the message holds only the key")
+    if verify:
+        assert set(quarantined) == {2, 5}
+        assert quarantined[5].startswith("simple-json: row checksum mismatch: shop.t new image")
+        assert row_wise == [0, 2, 5, 6, 7, 8]  # the DDL, the handle-key-only row, every row with a checksum
+    else:
+        assert set(quarantined) == {2}
+        assert row_wise == [0, 2]
