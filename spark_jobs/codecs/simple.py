@@ -1164,7 +1164,9 @@ class SimpleJsonDecoder(_SimpleDecoder):
     ) -> None:
         last = self._last_shape
         if last is not None and last in self._schemas:
-            shape = shapes[last] if last in shapes else shapes.setdefault(last, self._shape(self._schemas[last]))
+            if last not in shapes:
+                shapes[last] = self._shape(self._schemas[last])
+            shape = shapes[last]
             if shape is not None and shape.read_typed(values, start, stop, self._verify_checksums):
                 return
         members = self._by_schema(values, start, stop, row_wise)
