@@ -108,6 +108,16 @@ def test_a_run_checks_the_rows_it_changed_in_one_test(spark, broker, source_conf
         (relations["gold"], "a _row_key more than once"),
         (relations["gold"], "gold rows differ from the keys silver says are live"),
     }
+    # row 2's first version open again beside its newest: two open versions of one key, each listed once
+    spark.sql(
+        f"UPDATE {history} SET _valid_to_ts = NULL, _valid_to = NULL, _is_current = true "
+        f"WHERE id = 2 AND _valid_from_ts < {tso(50)}"
+    )
+    assert failing_checks() == {
+        (relations["gold"], "a _row_key more than once"),
+        (relations["gold"], "gold rows differ from the keys silver says are live"),
+        (relations["history"], "more than one open version"),
+    }
 
 
 def test_the_checks_union_thousands_of_tables_in_one_query_of_a_few_tasks(spark):
