@@ -34,6 +34,7 @@ from spark_jobs.gold.plan import Request, TablePlan, configured, plan_run, write
 from spark_jobs.gold.publish import TableState, live_rows, publish_state, read_state
 from spark_jobs.runtime.logs import verbose_requested
 from spark_jobs.runtime.results import Phases, Result
+from spark_jobs.runtime.spark_session import expressions_for
 from spark_jobs.runtime.sql import quote_ident
 from spark_jobs.runtime.tables import SILVER_DDL_EVENTS, SILVER_ROW_CHANGES, SILVER_RUNS, ensure_tables_once
 from spark_jobs.silver.snapshot_loads import unfinished_load
@@ -290,10 +291,29 @@ def build_gold(
         checks = [gold_models.checks_model(source_name)] if test and (selected or full_check) else []
         if selected or checks:
             command = "build" if checks else "run"
-            run_dbt([command, "--select", *selected, *checks, "--no-populate-cache"], config, source_name, for_run=True)
+            with expressions_for(spark, config, *_rows_read(spark, source_name, planned)):
+                run_dbt(
+                    [command, "--select", *selected, *checks, "--no-populate-cache"], config, source_name, for_run=True
+                )
     tables = _state_after(spark, planned, {t.table_uid: t for t in state}, position)
     built = [r for p in planned if p.built for r in (p.model.relation, p.model.history_relation)]
     return _record(spark, config, run, position, tables, built)
+
+
+def _rows_read(spark, source_name: str, planned: list[TablePlan]) -> tuple[int, int]:
+    """About how many rows the run's models and checks read, and in how many statements: a table applied reads its
+    changes and its gold and history tables; one read whole (new, rebuilt, or checked whole) reads every row silver
+    holds for the source (counted from file statistics)."""
+    read = [p for p in planned if p.built or p.full_check]
+    rows = sum(p.previous.rows + p.previous.versions for p in read if p.previous is not None)
+    if all(p.changes is not None and not p.full_check for p in read):
+        rows += sum(p.changes or 0 for p in read)
+    else:
+        counted = spark.sql(
+            f"SELECT count(*) FROM {SILVER_ROW_CHANGES} WHERE source = :source", args={"source": source_name}
+        )
+        rows += int(counted.collect()[0][0])
+    return rows, 2 * len(read) + 1
 
 
 def _settings_changed(settings: GoldSettings, table: TableState) -> bool:

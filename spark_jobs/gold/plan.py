@@ -83,6 +83,8 @@ class TablePlan:
     history_mode: str
     reason: str
     full_check: bool = False
+    # the silver rows its statements read: its changes since its state, None when they read the table whole
+    changes: int | None = None
 
     @property
     def built(self) -> bool:
@@ -160,6 +162,7 @@ class _Changed:
     first_ts: int
     last_ts: int
     first_new_ts: int | None
+    changes: int
 
 
 def _changed_names(
@@ -173,20 +176,22 @@ def _changed_names(
     seq, since = min(t.silver_seq for t in recorded), min(t.consistent_ts for t in recorded)
     rows = spark.sql(
         f"""SELECT database, `table`, min(commit_ts) AS first_ts, max(commit_ts) AS last_ts,
-                   min(CASE WHEN silver_seq > :seq THEN commit_ts END) AS first_new_ts
+                   min(CASE WHEN silver_seq > :seq THEN commit_ts END) AS first_new_ts, count(*) AS changes
             FROM {SILVER_ROW_CHANGES}
             WHERE source = :source AND commit_ts <= :ts AND (silver_seq > :seq OR commit_ts > :since)
             GROUP BY database, `table`""",
         args={"source": source, "ts": consistent_ts, "seq": seq, "since": since},
     ).collect()
-    return {(r[0], r[1]): _Changed(r[2], r[3], r[4]) for r in rows}
+    return {(r[0], r[1]): _Changed(r[2], r[3], r[4], r[5]) for r in rows}
 
 
-def _touches(table: _Table, changed: dict[tuple[str, str], _Changed], previous: TableState) -> tuple[bool, bool]:
-    """Whether silver gained changes of the table since its state (by the names it had while it had them), and
-    whether one of them came late. A name's changes are summarised by their range, so this may see a change that
-    belongs to another table of the same name: a table built for nothing, never one missed."""
+def _touches(table: _Table, changed: dict[tuple[str, str], _Changed], previous: TableState) -> tuple[bool, bool, int]:
+    """Whether silver gained changes of the table since its state (by the names it had while it had them), whether
+    one of them came late, and how many changes its names gained. A name's changes are summarised by their range,
+    so this may see a change that belongs to another table of the same name: a table built for nothing, never one
+    missed."""
     touched = late = False
+    changes = 0
     for v in table.versions:
         if v["is_dropped"]:
             continue
@@ -199,7 +204,8 @@ def _touches(table: _Table, changed: dict[tuple[str, str], _Changed], previous: 
             continue
         touched = True
         late = late or (c.first_new_ts is not None and c.first_new_ts <= previous.consistent_ts)
-    return touched, late
+        changes += c.changes
+    return touched, late, changes
 
 
 def plan_run(
@@ -241,7 +247,9 @@ def plan_run(
         previous = recorded.get(table.uid)
         reason = _rebuild_reason(previous, model, truncated, snapshot)
         gold_reason = _gold_rebuild_reason(previous, model)
-        touched, late = (True, False) if changed is None or previous is None else _touches(table, changed, previous)
+        touched, late, changes = (
+            (True, False, None) if changed is None or previous is None else _touches(table, changed, previous)
+        )
         schema_changed = previous is not None and previous.schema_fingerprint != latest["fingerprint"]
 
         gold_mode, history_mode = (
@@ -290,6 +298,7 @@ def plan_run(
                 history_mode,
                 why,
                 request.full_check,
+                changes if (gold_mode, history_mode) == ("incremental", "incremental") else None,
             )
         )
     return sorted(plans, key=lambda p: p.model.name)

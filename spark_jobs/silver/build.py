@@ -23,6 +23,7 @@ from spark_jobs.config import PipelineConfig, SourceSettings, TableRules, decode
 from spark_jobs.errors import named_transient_faults
 from spark_jobs.runtime.iceberg import main_snapshot
 from spark_jobs.runtime.results import Result
+from spark_jobs.runtime.spark_session import expressions_for
 from spark_jobs.runtime.tables import (
     BRONZE_MESSAGES,
     SILVER_DDL_EVENTS,
@@ -133,7 +134,9 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
         bronze = new if bronze is None else new.unionByName(bronze)
     seq = next_silver_seq(spark, source.name)
     _left_behind(spark, source)
-    counts = decode_and_write(spark, source, bronze, seq)
+    assert bronze is not None  # messages pending or new: the run returned above otherwise
+    with expressions_for(spark, config, bronze.count()):
+        counts = decode_and_write(spark, source, bronze, seq)
     counts["quarantined"] = counts.get("quarantine", 0) + merges.expire_pending(spark, source)
     return record_run(
         spark,

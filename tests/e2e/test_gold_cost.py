@@ -196,3 +196,48 @@ def test_the_docs_site_runs_dbt_only_when_the_models_change(spark, broker, sourc
     assert commands == ["parse", "docs"]  # a new table is a new model: the manifest is written again
     assert f"model.ticdc_lakehouse.{names.model_name(source, new.database, new.name)}" in manifest["nodes"]
     assert rows(catalog, new) == 1 and rows(catalog, first) == 2
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["small-run-interpreted", "compiled"])
+def test_a_run_evaluates_interpreted_below_its_size_and_gold_is_the_same_either_way(
+    spark, broker, source_config, monkeypatch, compiled
+):
+    """A run of a few rows evaluates Spark's expressions interpreted (compiling each new query's code costs more
+    there); above the size, compiled. Gold equals upstream both ways, and the session's setting is restored."""
+    from spark_jobs.gold import build as gold_build
+    from spark_jobs.runtime import spark_session
+    from spark_jobs.silver import build as silver_build
+
+    source = f"gold_cost_{'compiled' if compiled else 'interpreted'}"
+    broker.create_topics([source], partitions=1)
+    config = source_config(source)
+    if compiled:  # every run is above the size
+        monkeypatch.setattr(spark_session, "INTERPRETED_BELOW_ROWS", 0)
+    modes: list[tuple[str, str | None]] = []
+
+    def seen(step: str, real):
+        def run(*args, **kwargs):
+            modes.append((step, spark.conf.get("spark.sql.codegen.factoryMode", None)))
+            return real(*args, **kwargs)
+
+        return run
+
+    monkeypatch.setattr(gold_build, "run_dbt", seen("gold", gold_build.run_dbt))
+    monkeypatch.setattr(silver_build, "decode_and_write", seen("silver", silver_build.decode_and_write))
+    tables = TABLES[:2]
+    events: list = [Ddl(tso(1), t.database, t.name, create_table_sql(t), "create_table", table_after=t) for t in tables]
+    events += [insert(10 + k, t, k, k) for t in tables for k in range(3)]
+    events.append(Watermark(tso(100)))
+    carry(spark, broker, config, events, source)
+    later = [
+        RowChange(tso(200), "update", tables[0], before={"id": 1, "n": 1}, after={"id": 1, "n": 10}),
+        RowChange(tso(210), "delete", tables[1], before={"id": 2, "n": 2}),
+        Watermark(tso(300)),
+    ]
+    carry(spark, broker, config, later, source)
+    assert_gold_is_upstream(spark, source, Workload(0, "canal-json", events + later, []), tso(300))
+    expected = None if compiled else "NO_CODEGEN"
+    silver = [mode for step, mode in modes if step == "silver"]
+    gold = [mode for step, mode in modes if step == "gold"][-2:]  # the runs' models and checks (not the views)
+    assert len(silver) == 2 and len(gold) == 2 and set(silver + gold) == {expected}, modes
+    assert spark.conf.get("spark.sql.codegen.factoryMode", None) is None  # restored after each step
