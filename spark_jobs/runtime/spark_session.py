@@ -138,7 +138,8 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
 # Spark compiles each new query's code (whole-stage Java source through Janino, then the JIT); on a few thousand rows
 # that costs more than evaluating the expressions interpreted. Measured on 2 cores (docs/performance.md): a first
 # build of 60 small gold tables and a continuous batch of 7,000 changes faster interpreted, 100,000 messages into
-# silver the same either way, a 1M-row gold rebuild 38% slower and 10,000 changes merged into 1M rows 20% slower.
+# silver the same either way, a 1M-row gold rebuild 38% slower and 10,000 changes merged into 1M rows 11.6 to
+# 15.1 s against 9.3 to 11.4 s compiled.
 # A step whose statements read fewer rows than this each, on average, runs interpreted.
 INTERPRETED_BELOW_ROWS = 50_000
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
