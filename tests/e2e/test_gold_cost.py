@@ -248,3 +248,64 @@ def test_a_run_evaluates_interpreted_below_its_size_and_gold_is_the_same_either_
         Watermark(tso(500)),
     ]
     assert each_run(third) == (None, None)
+
+
+def scanned_files(frame) -> tuple[int, int]:
+    """The data files a query's Iceberg scan read and skipped (the scan's metrics, after the query ran)."""
+    frame.collect()
+    leaves = frame._jdf.queryExecution().executedPlan().collectLeaves().iterator()
+    while leaves.hasNext():
+        metrics = leaves.next().metrics()
+        if metrics.contains("resultDataFiles"):
+            return metrics.apply("resultDataFiles").value(), metrics.apply("skippedDataFiles").value()
+    raise AssertionError("the query has no Iceberg scan")
+
+
+def test_a_tables_changes_are_read_from_its_own_silver_files(spark, broker, source_config):
+    """Silver's row changes are bucketed by table, so what a gold model reads of a run (one table's changes, by the
+    model's predicate on its names) skips the files of the run's other tables."""
+    source = "gold_cost_files"
+    broker.create_topics([source], partitions=1)
+    config = source_config(source)
+    carry(spark, broker, config, first_run(), source)
+    table = TOUCHED[0]
+    changes = spark.sql(
+        """SELECT upstream_table FROM lake_staging.stg_row_changes
+           WHERE source_name = :source AND ((upstream_database = :db AND upstream_table = :t AND commit_ts >= 0)
+                                            OR (upstream_database = :db AND upstream_table = :t AND commit_ts < 0))""",
+        args={"source": source, "db": table.database, "t": table.name},
+    )
+    read, skipped = scanned_files(changes)
+    files = spark.sql(f"SELECT count(*) FROM silver.row_changes.files WHERE partition.source = '{source}'")
+    assert [r[0] for r in changes.collect()] == [table.name] * 3
+    assert read == 1 and read + skipped >= files.collect()[0][0] > 1  # eight tables over several buckets
+
+
+def test_an_older_silver_gains_the_table_bucket_and_keeps_its_rows(spark, monkeypatch):
+    """A lakehouse made before the bucket: `ensure_tables` adds the partition field in place; the rows written
+    before stay readable, new ones are written bucketed, and ensuring again changes nothing."""
+    from spark_jobs.runtime import tables
+
+    name = "silver.bucket_probe"
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    columns = "source STRING NOT NULL, `table` STRING NOT NULL, n INT"
+    older = tables.TableDefinition(name, columns, ("source",), tables.SILVER_PROPERTIES)
+    newer = tables.TableDefinition(name, columns, ("source", "bucket(4, `table`)"), tables.ROW_CHANGES_PROPERTIES)
+    spark.sql(older.create_statement())
+    spark.sql(f"INSERT INTO {name} VALUES ('s', 'a', 1), ('s', 'b', 2)")
+    monkeypatch.setitem(tables.TABLES, "probe", (newer,))
+    tables.ensure_tables(spark, "probe")
+    tables.ensure_tables(spark, "probe")
+    spark.sql(f"INSERT INTO {name} VALUES ('s', 'a', 3), ('s', 'b', 4), ('s', 'c', 5)")
+    assert sorted(tuple(r) for r in spark.table(name).collect()) == [
+        ("s", "a", 1),
+        ("s", "a", 3),
+        ("s", "b", 2),
+        ("s", "b", 4),
+        ("s", "c", 5),
+    ]
+    files = spark.sql(f"SELECT spec_id, partition FROM {name}.files").collect()
+    assert {f.partition.table_bucket_4 for f in files if f.spec_id == 0} == {None}  # the older files, as they were
+    buckets = [f.partition.table_bucket_4 for f in files if f.spec_id == 1]
+    assert len(buckets) == len(set(buckets)) > 1  # a file per bucket the new rows fell in
+    spark.sql(f"DROP TABLE {name}")
