@@ -72,11 +72,6 @@ SILVER_PROPERTIES = {
     # a silver write holds one source: hash distribution by the partition column would give it one task
     "write.distribution-mode": "none",
 }
-# A gold model reads one table's changes out of a run's row changes: bucketed by table, a run's files hold a few
-# tables each and the model's predicate on `table` skips the rest, with no shuffle on the write (each task writes
-# a file per bucket it meets, hence fanout). Sixteen buckets bound a run's files however many tables it holds.
-ROW_CHANGES_BUCKETS = 16
-ROW_CHANGES_PROPERTIES = {**SILVER_PROPERTIES, "write.spark.fanout.enabled": "true"}
 COORDINATES = "source STRING NOT NULL, topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL"
 
 TABLES: dict[str, tuple[TableDefinition, ...]] = {
@@ -114,8 +109,8 @@ TABLES: dict[str, tuple[TableDefinition, ...]] = {
             schema_version BIGINT, flags ARRAY<STRING>,
             topic STRING NOT NULL, `partition` INT NOT NULL, `offset` BIGINT NOT NULL, event_index INT NOT NULL,
             silver_seq BIGINT""",
-            ("source", f"bucket({ROW_CHANGES_BUCKETS}, `table`)"),
-            ROW_CHANGES_PROPERTIES,
+            ("source",),
+            SILVER_PROPERTIES,
         ),
         TableDefinition(
             SILVER_DDL_EVENTS,
@@ -235,9 +230,8 @@ def ensure_tables_once(spark, layer: str) -> None:
 
 
 def ensure_tables(spark, layer: str) -> None:
-    """Create the layer's tables that do not exist yet; add the columns, partition fields and properties a newer
-    version defines on those that do (Iceberg adds a column or a partition field without rewriting data: existing
-    rows read a new column as null, existing files keep the partitioning they were written with)."""
+    """Create the layer's tables that do not exist yet; add the columns and set the properties a newer version
+    defines on those that do (Iceberg adds a column without rewriting data; existing rows read it as null)."""
     from spark_jobs.runtime.sql import quote_ident
 
     for table in TABLES[layer]:
@@ -253,24 +247,3 @@ def ensure_tables(spark, layer: str) -> None:
         if changed:
             properties = ", ".join(f"'{key}' = '{value}'" for key, value in changed.items())
             spark.sql(f"ALTER TABLE {table.name} SET TBLPROPERTIES ({properties})")
-        fields = _partition_fields(spark, table.name)
-        for transform in table.partitioned_by:
-            if transform.replace("`", "") not in fields:
-                spark.sql(f"ALTER TABLE {table.name} ADD PARTITION FIELD {transform}")
-
-
-def _partition_fields(spark, name: str) -> set[str]:
-    """The table's partition transforms as `DESCRIBE TABLE` shows them: under "# Partition Information" by column
-    when every one is an identity, as "Part N" rows (`bucket(16, table)`) otherwise."""
-    fields, identities = set(), False
-    for row in spark.sql(f"DESCRIBE TABLE {name}").collect():
-        col_name = row["col_name"]
-        if col_name.startswith("Part "):
-            fields.add(row["data_type"])
-        elif col_name == "# Partition Information":
-            identities = True
-        elif identities and col_name and not col_name.startswith("#"):
-            fields.add(col_name)
-        elif identities and not col_name:
-            identities = False
-    return fields
