@@ -148,9 +148,9 @@ INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.facto
 @contextmanager
 def expressions_for(spark, config: PipelineConfig, rows: int, statements: int = 1) -> Iterator[None]:
     """Spark's expressions evaluated interpreted inside the block when the step's `statements` read fewer than
-    `INTERPRETED_BELOW_ROWS` rows each on average. Settings the configuration gives either
-    key are left as they are. The choice is the session's, so two steps in threads of one process may see each
-    other's: a cost, never a different result (both ways evaluate the same expressions)."""
+    `INTERPRETED_BELOW_ROWS` rows each on average. Settings the configuration gives either key are left as they
+    are. The choice is the session's, so two steps in threads of one process may see each other's: a cost, never a
+    different result (both ways evaluate the same expressions)."""
     if rows >= INTERPRETED_BELOW_ROWS * statements or any(key in config.runtime.spark.conf for key in INTERPRETED):
         yield
         return
