@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 from spark_jobs.config import CatalogSettings, PipelineConfig, secret
 from spark_jobs.errors import CatalogUnavailableError, ConfigError
+from spark_jobs.runtime.local_fs import CLASS_NAME as LOCAL_FS_CLASS
+from spark_jobs.runtime.local_fs import local_fs_jar, put_on_driver_class_path
 from spark_jobs.runtime.logs import quiet_libraries, verbose_requested, with_quiet_spark_logs
 
 if TYPE_CHECKING:
@@ -72,6 +74,8 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
             if name != "metastore":  # Derby refuses to create a database in an existing directory
                 p.mkdir(parents=True, exist_ok=True)
         jars = prepare_iceberg_runtime(paths["jars"])
+        if local_fs_jar() is not None:  # get_spark puts it on the driver's class path
+            conf["spark.hadoop.fs.file.impl"] = LOCAL_FS_CLASS
         conf.update(
             {
                 "spark.master": rt.spark.master,
@@ -175,13 +179,17 @@ def executor_env_archive(config: PipelineConfig) -> Path | None:
     return p if p.is_absolute() else (config.path.parent / p).resolve()
 
 
-def _python_for_workers(config: PipelineConfig) -> None:
-    """Which Python the Spark Python workers run. Embedded: this one, on loopback. Cluster: the shipped
-    environment, else the executors' own (PySpark sends PYSPARK_PYTHON with every Python function)."""
+def _launch_environment(config: PipelineConfig) -> None:
+    """Which Python the Spark Python workers run. Embedded: this one, on loopback, and the driver's class path
+    holds the local file system that starts no chmod processes. Cluster: the shipped environment, else the
+    executors' own (PySpark sends PYSPARK_PYTHON with every Python function)."""
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if config.runtime.mode == "embedded":
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        jar = local_fs_jar()
+        if jar is not None:
+            put_on_driver_class_path(jar)
     elif executor_env_archive(config) is not None:
         os.environ["PYSPARK_PYTHON"] = f"./{EXECUTOR_ENV}/bin/python"
 
@@ -209,7 +217,7 @@ def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse") -> Spar
     """The process's SparkSession (created once, then reused), with bronze/silver/gold namespaces."""
     from pyspark.sql import SparkSession
 
-    _python_for_workers(config)
+    _launch_environment(config)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

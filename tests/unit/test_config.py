@@ -209,7 +209,7 @@ def test_cluster_mode_ships_the_executors_python_and_forces_nothing_embedded(tmp
 
     # a copy of the environment: what the function sets must not reach the SparkSession later tests start
     # (monkeypatch.delenv of an unset variable records nothing to undo)
-    unset = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP")
+    unset = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP", "SPARK_DIST_CLASSPATH")
     monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k not in unset})
     config = load_config(write(tmp_path, GOOD.replace("  mode: embedded\n  local_dir: lake\n", CLUSTER_RUNTIME)))
     conf = spark_session.spark_conf(config)
@@ -217,8 +217,9 @@ def test_cluster_mode_ships_the_executors_python_and_forces_nothing_embedded(tmp
     assert conf["spark.sql.catalog.spark_catalog.cache-enabled"] == "false"
     assert "spark.driver.host" not in conf and "spark.jars.packages" not in conf
     assert conf["spark.jars"].endswith(".jar")  # no packages: the locally built Iceberg runtime
-    spark_session._python_for_workers(config)
-    assert "SPARK_LOCAL_IP" not in os.environ
+    assert "spark.hadoop.fs.file.impl" not in conf  # the executors write object storage with Hadoop's own
+    spark_session._launch_environment(config)
+    assert "SPARK_LOCAL_IP" not in os.environ and "SPARK_DIST_CLASSPATH" not in os.environ
     assert os.environ["PYSPARK_PYTHON"] == "./ticdc_env/bin/python"
 
 

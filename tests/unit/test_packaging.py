@@ -49,6 +49,7 @@ def test_the_wheel_holds_the_product_and_not_the_kit(installed):
     assert packages == {"spark_jobs"}
     assert "spark_jobs/cli.py" in names and "spark_jobs/steps/__init__.py" in names
     assert any(n.startswith("spark_jobs/codecs/") and n.endswith(".avsc") for n in names)
+    assert "spark_jobs/runtime/java/NoForkLocalFileSystem.java" in names  # compiled on first use (runtime/local_fs.py)
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     required = [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     assert not [r for r in required if r.split()[0].lower() in {"moto", "flask", "pytest", "playwright"}], required
