@@ -140,11 +140,15 @@ def silver_run(spark, config, decoded, ddl: bool = False, source: str = SOURCE) 
     started = time.monotonic()
     seq = build.next_silver_seq(spark, source)
     decoded = decoded.withColumn("source", F.lit(source)).cache()
-    counts = {r["kind"]: r["count"] for r in decoded.groupBy("kind").count().collect()}
+    tally = decoded.groupBy("kind", "database", "table").count().collect()
+    counts: dict[str, int] = {}
+    for r in tally:
+        counts[r["kind"]] = counts.get(r["kind"], 0) + r["count"]
     if ddl:
         merges.merge_ddl_events(spark, source, "canal-json", decoded)
     if counts.get("row"):
-        merges.merge_row_changes(spark, source, decoded, seq)
+        tables = sum(r["kind"] == "row" for r in tally)
+        merges.merge_row_changes(spark, source, decoded, seq, None, tables, counts["row"])
     if counts.get("watermark"):
         merges.merge_watermarks(spark, decoded)
     decoded.unpersist()

@@ -240,7 +240,8 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
         spark, source.name, protocol, decoded, rows, source.tables
     )
     if counts.get("row"):
-        merges.merge_row_changes(spark, source.name, decoded, silver_seq, lowest)
+        tables = len({(r["database"], r["table"]) for r in rows})
+        merges.merge_row_changes(spark, source.name, decoded, silver_seq, lowest, tables, counts["row"])
     if counts.get("watermark"):
         merges.merge_watermarks(spark, decoded)
     if counts.get(ERASED):

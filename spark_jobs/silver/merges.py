@@ -73,13 +73,25 @@ class DdlEventRow:
 # what makes a row change the same change: a redelivered copy has all of these equal
 CHANGE_IDENTITY = ("database", "table", "row_key", "commit_ts", "op")
 
+# Each gold and history model reads its own table's changes out of a run's. A run of at least this many row changes
+# over several tables is written in up to RANGED_FILES files, each holding a contiguous range of tables, so that a
+# model's predicate on its table skips the other files by their column statistics; a smaller run keeps one file a
+# task, since more files cost every small run more than its models' reads save (docs/performance.md).
+RANGED_FROM_ROWS = 50_000
+RANGED_FILES = 16
 
-def merge_row_changes(spark, source: str, decoded, silver_seq: int, since: int | None = None) -> None:
+
+def merge_row_changes(
+    spark, source: str, decoded, silver_seq: int, since: int | None = None, tables: int = 1, rows: int = 0
+) -> None:
     """Row changes once each; the first copy (in Kafka order) of a redelivered change is kept. Each new row
     carries the run's `silver_seq`, which is how gold finds what silver gained since its last run.
 
     A batch without copies (the usual run) is appended as it is: only the identity columns are compared, within
     the batch and with silver; a batch with copies goes through a window that keeps the first and a MERGE.
+
+    `tables` and `rows`, the batch's counts of tables and of row changes, decide whether the append is written in
+    ranges of tables (RANGED_FROM_ROWS).
 
     `since`, the lowest commit ts among the batch's rows, bounds what is read of silver: a copy of a batch row
     has the same commit ts (it is part of the change's identity), so no copy is older, and files whose commit ts
@@ -91,15 +103,17 @@ def merge_row_changes(spark, source: str, decoded, silver_seq: int, since: int |
     from pyspark.sql.window import Window
 
     batch = decoded.where("kind = 'row'")
-    rows = _label_enums(spark, source, batch).withColumn("silver_seq", F.lit(silver_seq))
+    changes = _label_enums(spark, source, batch).withColumn("silver_seq", F.lit(silver_seq))
     if not _has_copies(spark, source, batch, since):
-        rows.select(*ROW_CHANGE_COLUMNS).writeTo(SILVER_ROW_CHANGES).append()
+        if rows >= RANGED_FROM_ROWS and tables > 1:
+            changes = changes.repartitionByRange(min(tables, RANGED_FILES), "database", "table")
+        changes.select(*ROW_CHANGE_COLUMNS).writeTo(SILVER_ROW_CHANGES).append()
         return
     first = Window.partitionBy(*CHANGE_IDENTITY).orderBy("topic", "partition", "offset", "event_index")
-    rows = rows.withColumn("_n", F.row_number().over(first)).where("_n = 1").select(*ROW_CHANGE_COLUMNS)
+    changes = changes.withColumn("_n", F.row_number().over(first)).where("_n = 1").select(*ROW_CHANGE_COLUMNS)
     bound = "" if since is None else "AND (t.commit_ts >= :since OR t.commit_ts IS NULL)"
     params: dict[str, Any] = {"source": source} if since is None else {"source": source, "since": since}
-    with temp_view(rows, "silver_batch_rows") as view:
+    with temp_view(changes, "silver_batch_rows") as view:
         spark.sql(
             f"""
             MERGE INTO {SILVER_ROW_CHANGES} t USING {view} s

@@ -83,7 +83,27 @@ def carry(spark, broker, config, events: list, source: str = SOURCE):
     return build_gold(spark, config, source)
 
 
-def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config):
+def silver_files(spark) -> int:
+    return spark.sql(f"SELECT count(*) FROM silver.row_changes.files WHERE partition.source = '{SOURCE}'").first()[0]
+
+
+def scanned_files(frame) -> tuple[int, int]:
+    """The data files a query's Iceberg scan read and skipped (the scan's metrics, after the query ran)."""
+    frame.collect()
+    leaves = frame._jdf.queryExecution().executedPlan().collectLeaves().iterator()
+    while leaves.hasNext():
+        metrics = leaves.next().metrics()
+        if metrics.contains("resultDataFiles"):
+            return metrics.apply("resultDataFiles").value(), metrics.apply("skippedDataFiles").value()
+    raise AssertionError("the query has no Iceberg scan")
+
+
+def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config, monkeypatch):
+    """The first run counts as large (merges.RANGED_FROM_ROWS): silver writes it in ranges of tables, and what a
+    model reads of it, one table's changes, skips the other tables' files; the second, small, is one file."""
+    from spark_jobs.silver import merges
+
+    monkeypatch.setattr(merges, "RANGED_FROM_ROWS", 3 * len(TABLES))
     broker.create_topics([SOURCE], partitions=1)
     config = source_config(SOURCE)
     events = first_run()
@@ -91,9 +111,17 @@ def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config)
     assert len(first.built) == 2 * len(TABLES)
     assert_gold_is_upstream(spark, SOURCE, Workload(0, "canal-json", events, []), tso(100))
     before = snapshots(spark)
+    table = TOUCHED[0]
+    changes = spark.table("silver.row_changes").where(
+        f"source = '{SOURCE}' AND database = '{table.database}' AND `table` = '{table.name}'"
+    )
+    read, skipped = scanned_files(changes.select("row_key"))
+    assert changes.count() == 3 and read == 1 and skipped == silver_files(spark) - 1 >= 3
 
     events += second_run()
+    files = silver_files(spark)
     second = carry(spark, broker, config, second_run())
+    assert silver_files(spark) == files + 1  # a small run: one file
     assert second.consistent_ts == tso(300)
     assert_gold_is_upstream(spark, SOURCE, Workload(0, "canal-json", events, []), tso(300))
     after = snapshots(spark)
