@@ -96,7 +96,8 @@ def build_shaded_jackson(jackson_jars: list[Path], target: Path) -> None:
     tmp.replace(target)
 
 
-def _pyspark_jars() -> Path:
+def pyspark_jars() -> Path:
+    """The jars folder of the installed pyspark (Spark's and Hadoop's class path)."""
     import pyspark
 
     return Path(pyspark.__file__).parent / "jars"
@@ -111,10 +112,10 @@ def _iceberg_jars_dir() -> Path:
 def prepare_iceberg_runtime(cache_dir: Path) -> list[Path]:
     """The jars to put on the embedded Spark driver's class path (built once, then reused)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    jackson = sorted(p for p in _pyspark_jars().glob("jackson-*.jar") if p.name.rsplit("-", 1)[0] in JACKSON_JARS)
+    jackson = sorted(p for p in pyspark_jars().glob("jackson-*.jar") if p.name.rsplit("-", 1)[0] in JACKSON_JARS)
     if len(jackson) != len(JACKSON_JARS):
         raise RuntimeError(
-            f"expected Spark's Jackson jars {JACKSON_JARS} in {_pyspark_jars()}, found {[p.name for p in jackson]}"
+            f"expected Spark's Jackson jars {JACKSON_JARS} in {pyspark_jars()}, found {[p.name for p in jackson]}"
         )
     stamp = hashlib.sha256(
         "|".join([RELOCATION_VERSION, *(f"{p.name}:{p.stat().st_size}" for p in jackson)]).encode()

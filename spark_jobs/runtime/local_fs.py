@@ -5,7 +5,7 @@ every file and directory it creates by running `chmod` in a child process of the
 creates data files, manifests, a manifest list and a metadata file, each with its checksum file, so a small write
 started about ten processes (a first build of 20 small gold tables and its bookkeeping, 1,380). The subclass in
 `java/NoForkLocalFileSystem.java` sets the same permissions through java.nio; everything else is Hadoop's, checksum
-files included (docs/architecture.md, decision 26).
+files included (docs/architecture.md, decision 25).
 
 It is compiled once per machine with the JDK's `javac` into the user's cache, keyed by its source and Hadoop's jar,
 so every process finds it at the same path (the tests' class-data-sharing archive needs one class path). Without a
@@ -23,6 +23,8 @@ import subprocess
 import tempfile
 import zipfile
 from pathlib import Path
+
+from spark_jobs.runtime.iceberg_runtime import pyspark_jars
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +45,7 @@ def _javac() -> str | None:
 
 
 def _hadoop_api_jar() -> Path:
-    import pyspark
-
-    jars = sorted((Path(pyspark.__file__).parent / "jars").glob(HADOOP_API_JAR))
+    jars = sorted(pyspark_jars().glob(HADOOP_API_JAR))
     if not jars:
         raise RuntimeError(f"no {HADOOP_API_JAR} among pyspark's jars")
     return jars[-1]
