@@ -34,6 +34,16 @@ Then, over the same bronze rows (the measured append only):
   are deleted, that many older rows of other orders are seeded into silver.row_changes with Spark, and
   build_silver runs again over the same messages; its seconds against the first run's (goal <= 1.3x).
 
+- ranges of tables (Canal-JSON, `--ranged-tables N`, default 0: not; architecture decision 26): after that, in the
+  same Spark session, `merge_row_changes` writes `--ranged-writes` batches (default 4) of `--ranged-rows` row
+  changes (default 120,000; inserts of 12-column maps spread evenly over N tables `shop.orders_00`.., made with
+  Spark and cached before the clock starts, as `decode_and_write` caches its decoded rows) each of two ways,
+  alternated, each way under a source of its own: one file a task (the ranged write switched off,
+  `RANGED_FROM_ROWS` set above the batch) and ranges of tables (the real rule). Then one table's changes are read
+  out of each way's writes (`count`, `max` of two map values; median of 5, alternated) with the data files the
+  Iceberg scan read and skipped. The ranged way's write (median after a warm-up write) and read seconds against
+  the other's.
+
 Every rate is events per second: the events `build_silver` decoded (row changes + DDL +
 watermarks; an Open message batches up to 16 rows) divided by each pass's wall seconds, so the
 ratios compare wall times on identical input. Absolute numbers depend on the machine and on what
@@ -78,6 +88,9 @@ SCHEMA_ROWS = 1_000  # row changes in the untimed first run, with the CREATE TAB
 REPEATS = 2
 BASE_MS = 1_763_800_000_000
 RESULT_PREFIX = "BENCH-SILVER-RESULT "
+# --ranged-tables: the two ways of writing a large run (key: the source each writes under), and its read's repeats
+RANGED_WAYS = {"one file a task": "bench-one-file", "ranges of tables": "bench-ranged"}
+RANGED_READS = 5
 # the MERGE writers decode_and_write calls (spark_jobs.silver.merges); build_silver calls expire_pending after it
 DECODE_AND_WRITE_MERGES = (
     "merge_ddl_events",
@@ -588,7 +601,9 @@ class StepTimer:
             setattr(self.module, name, original)
 
 
-def one_protocol(protocol: str, n: int, existing_rows: int) -> dict:
+def one_protocol(protocol: str, n: int, existing_rows: int, ranged: dict) -> dict:
+    """One protocol's measurements; `ranged`: --ranged-tables, --ranged-rows, --ranged-writes as tables, rows,
+    writes (tables 0: not measured)."""
     import contextlib
 
     lake_dir = BENCH_DIR / protocol
@@ -641,12 +656,48 @@ def one_protocol(protocol: str, n: int, existing_rows: int) -> dict:
                 result["encode_s"],
                 result["land_s"],
             )
-            result.update(measure(spark, config, protocol, registry_url, schema_snapshot, existing_rows))
+            result.update(measure(spark, config, protocol, registry_url, schema_snapshot, existing_rows, ranged))
             log.info("%s: profiling decode_batches in this process on %s bronze rows", protocol, f"{sample.num_rows:,}")
             result["profile"] = profile_decode(protocol, decoder_options(config.source(SOURCE)), sample)
         finally:
             spark.stop()
     return result
+
+
+def order_images(n) -> tuple:
+    """(order_id as text, the `after` map of the orders table's 12 columns, the column types map) of the order
+    numbered by the Spark column `n`, as Spark expressions: a seeded row's values."""
+    from pyspark.sql import functions as F
+
+    order_id = (n + 1).cast("string")
+    after = F.create_map(
+        *[F.lit(c) for c in ("order_id",)],
+        order_id,
+        F.lit("customer_id"),
+        (n % 500_000).cast("string"),
+        F.lit("sku"),
+        F.format_string("SKU-%05d", n % 100_000),
+        F.lit("quantity"),
+        (n % 20 + 1).cast("string"),
+        F.lit("unit_price"),
+        F.format_string("%d.%02d", n % 999, n % 100),
+        F.lit("total"),
+        F.format_string("%d.%02d", n % 9999, n % 100),
+        F.lit("currency"),
+        F.lit("EUR"),
+        F.lit("status"),
+        F.lit("delivered"),
+        F.lit("note"),
+        F.lit("leave at the door"),
+        F.lit("weight_kg"),
+        (n % 400 / 10).cast("string"),
+        F.lit("created_at"),
+        F.lit("2025-11-21 08:00:00.000"),
+        F.lit("updated_at"),
+        F.lit("2025-11-21 09:00:00.000000"),
+    )
+    types = F.create_map(*[x for c in ORDERS.columns for x in (F.lit(c.name), F.lit(c.type))])
+    return order_id, after, types
 
 
 def seed_row_changes(spark, count: int) -> None:
@@ -658,34 +709,7 @@ def seed_row_changes(spark, count: int) -> None:
     from spark_jobs.silver.merges import ROW_CHANGE_COLUMNS
 
     base_ts = (BASE_MS - 86_400_000) << 18
-    order_id = (F.col("id") + 1).cast("string")
-    after = F.create_map(
-        *[F.lit(c) for c in ("order_id",)],
-        order_id,
-        F.lit("customer_id"),
-        (F.col("id") % 500_000).cast("string"),
-        F.lit("sku"),
-        F.format_string("SKU-%05d", F.col("id") % 100_000),
-        F.lit("quantity"),
-        (F.col("id") % 20 + 1).cast("string"),
-        F.lit("unit_price"),
-        F.format_string("%d.%02d", F.col("id") % 999, F.col("id") % 100),
-        F.lit("total"),
-        F.format_string("%d.%02d", F.col("id") % 9999, F.col("id") % 100),
-        F.lit("currency"),
-        F.lit("EUR"),
-        F.lit("status"),
-        F.lit("delivered"),
-        F.lit("note"),
-        F.lit("leave at the door"),
-        F.lit("weight_kg"),
-        (F.col("id") % 400 / 10).cast("string"),
-        F.lit("created_at"),
-        F.lit("2025-11-21 08:00:00.000"),
-        F.lit("updated_at"),
-        F.lit("2025-11-21 09:00:00.000000"),
-    )
-    types = F.create_map(*[x for c in ORDERS.columns for x in (F.lit(c.name), F.lit(c.type))])
+    order_id, after, types = order_images(F.col("id"))
     rows = spark.range(count).select(
         F.lit(SOURCE).alias("source"),
         F.lit("shop").alias("database"),
@@ -708,7 +732,9 @@ def seed_row_changes(spark, count: int) -> None:
     rows.select(*ROW_CHANGE_COLUMNS).writeTo(SILVER_ROW_CHANGES).append()
 
 
-def measure(spark, config, protocol: str, registry_url: str | None, schema_snapshot: int, existing_rows: int) -> dict:
+def measure(
+    spark, config, protocol: str, registry_url: str | None, schema_snapshot: int, existing_rows: int, ranged: dict
+) -> dict:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -787,6 +813,8 @@ def measure(spark, config, protocol: str, registry_url: str | None, schema_snaps
     ).collect()[0][0]
     if existing_rows:
         out.update(into_existing(spark, config, existing_rows))
+    if ranged["tables"]:
+        out["ranged"] = ranged_writes(spark, ranged["tables"], ranged["rows"], ranged["writes"])
     return out
 
 
@@ -813,12 +841,163 @@ def into_existing(spark, config, existing_rows: int) -> dict:
     return {"existing_rows": existing_rows, "seed_s": seed_s, "silver_into_existing_s": seconds}
 
 
+def ranged_batch(spark, source: str, tables: int, rows: int, write: int):
+    """The `write`th batch of `rows` row changes as decode_and_write hands them to merge_row_changes (the columns
+    of DECODED_SCHEMA, then `source`): inserts of orders, one commit each, spread evenly over `tables` tables
+    `shop.orders_00`.. in turn (so every task's share holds every table, as a run's Kafka order does), later
+    batches at later commit ts."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from spark_jobs.silver.decode import DECODED_SCHEMA
+
+    n = F.col("id") + write * rows  # the row's number across the batches
+    order_id, after, types = order_images(n)
+    values = {
+        "topic": F.lit(TOPIC),
+        "partition": n % PARTITIONS,
+        "offset": F.floor(n / PARTITIONS),
+        "event_index": F.lit(0),
+        "kind": F.lit("row"),
+        "op": F.lit("insert"),
+        "database": F.lit("shop"),
+        "table": F.format_string("orders_%02d", n % tables),
+        "commit_ts": F.lit(BASE_MS << 18) + n * 4,
+        "row_key": F.concat(F.lit("["), order_id, F.lit("]")),
+        "key_columns": F.array(F.lit("order_id")),
+        "before": F.lit(None),
+        "after": after,
+        "column_types": types,
+        "schema_version": F.lit(ORDERS.schema_version),
+        "ddl_type": F.lit(None),
+        "ddl_sql": F.lit(None),
+        "table_schema": F.lit(None),
+        "flags": F.array(),
+        "reason": F.lit(None),
+    }
+    schema = from_arrow_schema(DECODED_SCHEMA)
+    assert set(values) == set(schema.names)
+    return spark.range(rows).select(
+        *[values[f.name].cast(f.dataType).alias(f.name) for f in schema.fields], F.lit(source).alias("source")
+    )
+
+
+def scan_files(frame) -> tuple[int, int] | None:
+    """The data files the Iceberg scan of a query that ran read and skipped (its scan's metrics), through the
+    adaptive plan's final stages; None if it has no Iceberg scan."""
+    nodes = [frame._jdf.queryExecution().executedPlan()]
+    while nodes:
+        node = nodes.pop()
+        metrics = node.metrics()
+        if metrics.contains("resultDataFiles"):
+            return int(metrics.apply("resultDataFiles").value()), int(metrics.apply("skippedDataFiles").value())
+        kind = node.getClass().getSimpleName()
+        if kind == "AdaptiveSparkPlanExec":
+            nodes.append(node.executedPlan())
+        elif kind.endswith("QueryStageExec"):
+            nodes.append(node.plan())
+        children = node.children().iterator()
+        while children.hasNext():
+            nodes.append(children.next())
+    return None
+
+
+def ranged_writes(spark, tables: int, rows: int, writes: int) -> dict:
+    """A large run written one file a task and in ranges of tables (merges.RANGED_FROM_ROWS), alternated, then
+    one table's read of each way's writes. Each way writes under its own source (RANGED_WAYS): silver.row_changes
+    is partitioned by source, so each way's writes, their check for copies and its read see only that way's
+    files, as if in a table of its own, and neither sees the measured run's rows; both reads plan the same
+    number of rows in the same partition layout, so they compare."""
+    from statistics import median
+
+    from spark_jobs.runtime.tables import SILVER_ROW_CHANGES
+    from spark_jobs.silver import merges
+
+    one_file, ranged = RANGED_WAYS
+    log.info(
+        "ranges of tables: %d writes of %s row changes over %d tables each way (%s, %s), alternated",
+        writes,
+        f"{rows:,}",
+        tables,
+        one_file,
+        ranged,
+    )
+    write_s: dict[str, list[float]] = {way: [] for way in RANGED_WAYS}
+    for write in range(writes):
+        lowest = (BASE_MS << 18) + write * rows * 4  # the batch's lowest commit ts
+        for way, source in RANGED_WAYS.items():
+            batch = ranged_batch(spark, source, tables, rows, write).cache()
+            batch.count()  # made and cached before the clock starts, as decode_and_write's decoded rows are
+            saved = merges.RANGED_FROM_ROWS
+            if way == one_file:
+                merges.RANGED_FROM_ROWS = rows + 1  # the ranged write switched off
+            try:
+                started = time.monotonic()
+                merges.merge_row_changes(spark, source, batch, write + 1, lowest, tables, rows)
+                write_s[way].append(time.monotonic() - started)
+            finally:
+                merges.RANGED_FROM_ROWS = saved
+                batch.unpersist()
+            log.info(
+                "  %s, write %d/%d%s: %.2fs",
+                way,
+                write + 1,
+                writes,
+                " (warm-up)" if write == 0 else "",
+                write_s[way][-1],
+            )
+    table = f"orders_{min(3, tables - 1):02d}"
+    query = (
+        f"SELECT count(*), max(after['total']), max(after['quantity']) FROM {SILVER_ROW_CHANGES} "
+        "WHERE source = :source AND database = 'shop' AND `table` = :table"
+    )
+    read_s: dict[str, list[float]] = {way: [] for way in RANGED_WAYS}
+    files: dict[str, tuple[int, int] | None] = {}
+    answers: dict[str, list] = {}
+    for i in range(RANGED_READS):
+        for way, source in RANGED_WAYS.items():
+            frame = spark.sql(query, args={"source": source, "table": table})
+            started = time.monotonic()
+            answer = frame.collect()[0]
+            read_s[way].append(time.monotonic() - started)
+            files[way], answers[way] = scan_files(frame), list(answer)
+            log.info("  %s, read of shop.%s %d/%d: %.2fs", way, table, i + 1, RANGED_READS, read_s[way][-1])
+    out: dict = {"tables": tables, "rows": rows, "writes": writes, "table": table, "ways": {}}
+    for way in RANGED_WAYS:
+        scanned, skipped = files[way] or (None, None)
+        out["ways"][way] = {
+            "write_s": write_s[way],
+            "write_median_s": median(write_s[way][1:] or write_s[way]),  # the first write is a warm-up
+            "read_s": median(read_s[way]),
+            "files_scanned": scanned,
+            "files_skipped": skipped,
+            "rows_read": answers[way][0],
+        }
+        log.info(
+            "  %s: write %.2fs (median after the warm-up), read %.2fs, %s files scanned, %s skipped (%s rows)",
+            way,
+            out["ways"][way]["write_median_s"],
+            out["ways"][way]["read_s"],
+            scanned,
+            skipped,
+            f"{answers[way][0]:,}",
+        )
+    if answers[one_file] != answers[ranged]:
+        log.warning("  the two ways' reads differ: %s against %s", answers[one_file], answers[ranged])
+    out["write_ratio"] = out["ways"][ranged]["write_median_s"] / out["ways"][one_file]["write_median_s"]
+    out["read_ratio"] = out["ways"][ranged]["read_s"] / out["ways"][one_file]["read_s"]
+    return out
+
+
 # ---- the parent: one subprocess per protocol, then the table -------------------------------------------
 
 
-def run_protocol(protocol: str, n: int, existing_rows: int) -> dict | None:
+def run_protocol(protocol: str, n: int, existing_rows: int, ranged: dict) -> dict | None:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", protocol, "--messages", str(n)]
     cmd += ["--existing-rows", str(existing_rows)]
+    if ranged["tables"]:
+        cmd += ["--ranged-tables", str(ranged["tables"]), "--ranged-rows", str(ranged["rows"])]
+        cmd += ["--ranged-writes", str(ranged["writes"])]
     return run_child(cmd, RESULT_PREFIX, protocol)
 
 
@@ -869,6 +1048,21 @@ def report(results: list[dict]) -> None:
                 f"{r['silver_into_existing_s']:.1f}s against {r['silver_s']:.1f}s: {ratio:.2f}x "
                 f"({'met' if ratio <= 1.3 else 'NOT met'}; goal <= 1.3)"
             )
+    for r in results:
+        if r.get("ranged"):
+            g = r["ranged"]
+            print(
+                f"  {r['protocol']:<12} ranges of tables: {g['writes']} writes of {g['rows']:,} row changes over "
+                f"{g['tables']} tables each way, alternated (the first a warm-up), then shop.{g['table']}'s read "
+                f"(median of {RANGED_READS}):"
+            )
+            for way, w in g["ways"].items():
+                print(
+                    f"  {'':<12}   {way:<17} write {w['write_median_s']:.2f}s "
+                    f"({', '.join(f'{s:.2f}' for s in w['write_s'])} s), read {w['read_s']:.2f}s "
+                    f"({w['files_scanned']} files scanned, {w['files_skipped']} skipped; {w['rows_read']:,} rows)"
+                )
+            print(f"  {'':<12}   ranges / one file a task: write {g['write_ratio']:.2f}x, read {g['read_ratio']:.2f}x")
     print()
     print("where the time goes (seconds; build_silver steps timed inside the run):")
     for r in results:
@@ -942,6 +1136,27 @@ def summary(results: list[dict]) -> list[dict]:
                     "<= 1.3",
                 )
             )
+        if r.get("ranged"):
+            g = r["ranged"]
+            one, ranged = (g["ways"][way] for way in RANGED_WAYS)
+            rows.append(
+                summary_row(
+                    "silver",
+                    f"{g['rows']:,} row changes over {g['tables']} tables written in ranges of tables",
+                    f"{ranged['write_median_s']:.2f} s a write",
+                    f"one file a task {one['write_median_s']:.2f} s",
+                    g["write_ratio"],
+                )
+            )
+            rows.append(
+                summary_row(
+                    "silver",
+                    f"one table's read of {g['writes']} such writes in ranges of tables",
+                    f"{ranged['read_s']:.2f} s ({ranged['files_scanned']} files)",
+                    f"one file a task {one['read_s']:.2f} s ({one['files_scanned']} files)",
+                    g["read_ratio"],
+                )
+            )
     return rows
 
 
@@ -959,6 +1174,22 @@ def main(argv: list[str] | None = None) -> int:
         default=10_000_000,
         help="Canal-JSON's run is repeated into a silver holding this many more rows (default 10,000,000; 0: not)",
     )
+    parser.add_argument(
+        "--ranged-tables",
+        type=int,
+        default=0,
+        help="Canal-JSON also measures a large run written one file a task and in ranges of tables, spread over "
+        "this many tables (default 0: not)",
+    )
+    parser.add_argument(
+        "--ranged-rows", type=int, default=120_000, help="row changes a write, with --ranged-tables (default 120,000)"
+    )
+    parser.add_argument(
+        "--ranged-writes",
+        type=int,
+        default=4,
+        help="writes each way, the first a warm-up, with --ranged-tables (default 4)",
+    )
     parser.add_argument("--json", help="write the summary rows for `make bench` here")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one protocol, print a JSON line
     args = parser.parse_args(argv)
@@ -966,9 +1197,16 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S"
     )
 
+    if args.ranged_tables and (args.ranged_tables < 2 or args.ranged_writes < 2):
+        parser.error("--ranged-tables needs at least 2 tables and --ranged-writes at least 2 (one is a warm-up)")
+    ranged = {"tables": args.ranged_tables, "rows": args.ranged_rows, "writes": args.ranged_writes}
+
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `with`/`finally` clean-ups
     if args.one:
-        result = one_protocol(args.one, args.messages, args.existing_rows if args.one == "canal-json" else 0)
+        canal = args.one == "canal-json"
+        result = one_protocol(
+            args.one, args.messages, args.existing_rows if canal else 0, ranged if canal else {**ranged, "tables": 0}
+        )
         print(RESULT_PREFIX + json.dumps(result), flush=True)
         return 0
 
@@ -978,7 +1216,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown protocol {unknown[0]!r}; allowed: {', '.join(PROTOCOLS)}")
     results, failed = [], []
     for protocol in protocols:
-        r = run_protocol(protocol, args.messages, args.existing_rows)
+        r = run_protocol(protocol, args.messages, args.existing_rows, ranged)
         (results if r is not None else failed).append(r if r is not None else protocol)
     if results:
         report(results)
