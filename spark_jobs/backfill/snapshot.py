@@ -26,7 +26,7 @@ from spark_jobs.backfill import dumpling
 from spark_jobs.config import PipelineConfig, TableRules
 from spark_jobs.errors import ConfigError, SnapshotRefused
 from spark_jobs.runtime.results import Result
-from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, ensure_tables
+from spark_jobs.runtime.tables import SILVER_ROW_CHANGES, ensure_tables_once
 from spark_jobs.silver import snapshot_loads
 
 log = logging.getLogger(__name__)
@@ -85,8 +85,8 @@ def load_snapshot(
     plan = read_export(location, tables, "backfill snapshot --from", source.tables)
     export, chosen, statements, schemas = plan.export, plan.chosen, plan.statements, plan.schemas
     _refuse_keyless(source.name, schemas)
-    ensure_tables(spark, "bronze")  # a lakehouse may start with the export, before anything landed
-    ensure_tables(spark, "silver")
+    ensure_tables_once(spark, "bronze")  # a lakehouse may start with the export, before anything landed
+    ensure_tables_once(spark, "silver")
     earlier = snapshot_loads.load_record(spark, source.name, location, export.snapshot_ts)
     if earlier is not None and earlier["finished_at"] is not None:
         return SnapshotResult(source.name, location, export.snapshot_ts, {}, 0, 0.0, already_loaded=True)

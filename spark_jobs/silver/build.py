@@ -35,7 +35,7 @@ from spark_jobs.runtime.tables import (
     SILVER_SNAPSHOT_LOADS,
     SILVER_WATERMARKS,
     TABLES,
-    ensure_tables,
+    ensure_tables_once,
 )
 from spark_jobs.silver import merges
 from spark_jobs.silver.decode import Primer
@@ -122,13 +122,14 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
     """One incremental run: new bronze rows and the pending ones, decoded and written."""
     source = config.source(source_name)
     started = time.monotonic()
-    ensure_tables(spark, "bronze")
-    ensure_tables(spark, "silver")
+    ensure_tables_once(spark, "bronze")
+    ensure_tables_once(spark, "silver")
     previous, current = _last_bronze_snapshot(spark, source.name), main_snapshot(spark)
-    if (current is None or current == previous) and not _has_pending(spark, source.name):
+    pending = _has_pending(spark, source.name)
+    if (current is None or current == previous) and not pending:
         log.info("source %s: bronze has nothing new since the last silver run", source.name)
         return record_run(spark, config, source.name, "incremental", None, {}, started, record=False)
-    bronze = _bronze_at(spark, source.name, SILVER_PENDING) if _has_pending(spark, source.name) else None
+    bronze = _bronze_at(spark, source.name, SILVER_PENDING) if pending else None
     if current is not None and current != previous:
         new = _bronze_since(spark, source.name, previous, current)
         bronze = new if bronze is None else new.unionByName(bronze)
@@ -155,7 +156,7 @@ def rebuild_silver(spark, config: PipelineConfig, source_name: str) -> SilverRes
     Dumpling snapshot loads put there is kept: it does not come from bronze; so is the record of erasures, which
     keeps erased keys out of the new decode."""
     source = config.source(source_name)
-    ensure_tables(spark, "silver")
+    ensure_tables_once(spark, "silver")
     # The run log goes first: a rebuild killed after that is finished by the next run of either kind, which
     # finds no run recorded and decodes all of bronze again (the merges keep what is still there once).
     left_out, rule_args = left_out_sql(source.tables)
@@ -176,7 +177,7 @@ def replay_quarantine(spark, config: PipelineConfig, source_name: str) -> Silver
     """Decode quarantined messages again (after a fix); those that decode now move into silver once."""
     source = config.source(source_name)
     started = time.monotonic()
-    ensure_tables(spark, "silver")
+    ensure_tables_once(spark, "silver")
     bronze = _bronze_at(spark, source.name, SILVER_QUARANTINE)
     seq = next_silver_seq(spark, source.name)
     counts = decode_and_write(spark, source, bronze, seq, replaying=True)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 
-from spark_jobs.runtime.tables import SILVER_SNAPSHOT_LOADS, ensure_tables
+from spark_jobs.runtime.tables import SILVER_SNAPSHOT_LOADS, ensure_tables_once
 
 
 def unfinished_load(spark, source: str):
     """The source's snapshot load that started and did not finish, or None (gold must not publish then)."""
-    ensure_tables(spark, "silver")
+    ensure_tables_once(spark, "silver")
     rows = spark.sql(
         f"SELECT location, snapshot_ts FROM {SILVER_SNAPSHOT_LOADS} WHERE source = :source AND finished_at IS NULL",
         args={"source": source},

@@ -35,7 +35,7 @@ from spark_jobs.runtime.tables import (
     SILVER_QUARANTINE,
     SILVER_ROW_CHANGES,
     SILVER_RUNS,
-    ensure_tables,
+    ensure_tables_once,
 )
 from spark_jobs.status.snapshot import FORMAT_VERSION, LAYERS, physical_ms, write_snapshot
 
@@ -370,8 +370,8 @@ def collect_status(
     """The source's status as of now, read from the bronze, silver and intermediate tables and the gold state."""
     source = config.source(source_name)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    ensure_tables(spark, "bronze")
-    ensure_tables(spark, "silver")
+    ensure_tables_once(spark, "bronze")
+    ensure_tables_once(spark, "silver")
     gold = _gold_tables(spark, source.name)
     publication = _publication(spark, source.name)
     layers, consistency = _layer_times(spark, source.name, gold, publication)

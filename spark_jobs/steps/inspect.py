@@ -14,7 +14,7 @@ from spark_jobs.errors import DecodeError
 from spark_jobs.gold.history import as_of as rows_as_of
 from spark_jobs.gold.history import split_table, ts_at
 from spark_jobs.runtime.results import Result
-from spark_jobs.runtime.tables import SILVER_QUARANTINE, ensure_tables
+from spark_jobs.runtime.tables import SILVER_QUARANTINE, ensure_tables_once
 from spark_jobs.silver.build import replay_quarantine
 from spark_jobs.steps.context import ConfigRef, pipeline_config, reading, writing
 
@@ -82,7 +82,7 @@ def quarantine_list(source: str | None = None, limit: int = 50, config: ConfigRe
     cfg = pipeline_config(config, source)
     sources = [source] if source else [s.name for s in cfg.sources]
     spark = reading(cfg, "quarantine list")
-    ensure_tables(spark, "silver")
+    ensure_tables_once(spark, "silver")
     quarantined = spark.table(SILVER_QUARANTINE).where(F.col("source").isin(sources))
     counts = (
         quarantined.groupBy("source", "reason")
@@ -128,7 +128,7 @@ def quarantine_replay(source: str | None = None, config: ConfigRef = None) -> Re
     replayed = []
     for name in [source] if source else [s.name for s in cfg.sources]:
         with writing(cfg, name, f"quarantine replay {name}") as spark:
-            ensure_tables(spark, "silver")
+            ensure_tables_once(spark, "silver")
             before = spark.table(SILVER_QUARANTINE).where(F.col("source") == name).count()
             result = replay_quarantine(spark, cfg, name)
         replayed.append((name, before, result.decoded, result.quarantined))

@@ -2,10 +2,12 @@
 table is pinned, as it is, in the run's publication at the new consistent timestamp, and every table equals the
 upstream database after every run. A run with only a watermark runs no dbt and commits to no gold table; a run with
 nothing new writes nothing; a full check reads every table whole (README, "What a gold run costs"). The docs site
-describes again only the tables a run built, and parses dbt's project only when its models change."""
+describes again only the tables a run built, and parses dbt's project only when its models change. A process
+checks its bookkeeping tables once, not in every run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -19,6 +21,7 @@ from spark_jobs.gold.build import build_gold
 from spark_jobs.gold.publish import latest_publication
 from spark_jobs.runtime.iceberg import main_snapshot
 from spark_jobs.runtime.tables import GOLD_PUBLICATIONS
+from spark_jobs.runtime.tables import TABLES as BOOKKEEPING
 from spark_jobs.silver.build import build_silver
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream
 from tests.e2e.test_silver import tso
@@ -98,6 +101,31 @@ def scanned_files(frame) -> tuple[int, int]:
     raise AssertionError("the query has no Iceberg scan")
 
 
+BOOKKEEPING_DDL = tuple(
+    f"{verb} {t.name}"
+    for tables in BOOKKEEPING.values()
+    for t in tables
+    for verb in ("CREATE TABLE IF NOT EXISTS", "SHOW TBLPROPERTIES")
+)
+
+
+@contextlib.contextmanager
+def statements(monkeypatch):
+    """The SQL statements the session runs in the block (dbt's, in-process, included)."""
+    from pyspark.sql import SparkSession
+
+    ran: list[str] = []
+    real_sql = SparkSession.sql
+
+    def recorded(self, query, *args, **kwargs):
+        ran.append(" ".join(query.split()))
+        return real_sql(self, query, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SparkSession, "sql", recorded)
+        yield ran
+
+
 def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config, monkeypatch):
     """The first run counts as large (merges.RANGED_FROM_ROWS): silver writes it in ranges of tables, and what a
     model reads of it, one table's changes, skips the other tables' files; the second, small, is one file."""
@@ -120,7 +148,9 @@ def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config,
 
     events += second_run()
     files = silver_files(spark)
-    second = carry(spark, broker, config, second_run())
+    with statements(monkeypatch) as ran:
+        second = carry(spark, broker, config, second_run())
+    assert ran and not [q for q in ran if q.startswith(BOOKKEEPING_DDL)]  # the tables were ensured once, before
     assert silver_files(spark) == files + 1  # a small run: one file
     assert second.consistent_ts == tso(300)
     assert_gold_is_upstream(spark, SOURCE, Workload(0, "canal-json", events, []), tso(300))
