@@ -152,13 +152,42 @@ def keep_published(spark, table: str, since_millis: int) -> int | None:
     return at
 
 
+@dataclass(frozen=True)
+class Compaction:
+    """What compacting one table did, in numbers."""
+
+    table: str
+    files_rewritten: int
+    files_added: int
+    delete_files_rewritten: int
+
+
+def _actions(spark):
+    return spark.sparkContext._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+
+
+def compact_table(spark, table: str, min_input_files: int = 5) -> Compaction:
+    """Rewrite a table's small data files into few, their deletes applied, when there are at least
+    `min_input_files` of them (Iceberg's default: 5), dropping the delete files only they referenced, then its
+    other position delete files: a merge-on-read table that many runs merged into holds a data file and a delete file per run,
+    which every later read and MERGE opens."""
+    actions = _actions(spark)
+    rewrite = actions.rewriteDataFiles(iceberg_table(spark, table))
+    rewritten = (
+        rewrite.option("min-input-files", str(min_input_files)).option("remove-dangling-deletes", "true").execute()
+    )
+    deletes = actions.rewritePositionDeletes(iceberg_table(spark, table)).execute()
+    return Compaction(
+        table, rewritten.rewrittenDataFilesCount(), rewritten.addedDataFilesCount(), deletes.rewrittenDeleteFilesCount()
+    )
+
+
 def _maintain_table(
     spark, table: str, settings: MaintenanceSettings, keep_since_millis: int | None, published: bool
 ) -> TableMaintenance:
     started = time.monotonic()
-    actions = spark.sparkContext._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
-    rewritten = actions.rewriteDataFiles(iceberg_table(spark, table)).execute()
-    deletes = actions.rewritePositionDeletes(iceberg_table(spark, table)).execute()
+    actions = _actions(spark)
+    compacted = compact_table(spark, table)
     dropped: list[str] = []
     if table == BRONZE_MESSAGES:
         adopted = adopt_summary_offsets(spark)
@@ -180,9 +209,9 @@ def _maintain_table(
     )
     result = TableMaintenance(
         table=table,
-        files_rewritten=rewritten.rewrittenDataFilesCount(),
-        files_added=rewritten.addedDataFilesCount(),
-        delete_files_rewritten=deletes.rewrittenDeleteFilesCount(),
+        files_rewritten=compacted.files_rewritten,
+        files_added=compacted.files_added,
+        delete_files_rewritten=compacted.delete_files_rewritten,
         snapshots_expired=len(before - _snapshot_ids(spark, table)),
         files_expired=expired.deletedDataFilesCount()
         + expired.deletedEqualityDeleteFilesCount()

@@ -40,6 +40,7 @@ _WHERE = {
     "decode_messages": "inspect",
     "quarantine_list": "inspect",
     "quarantine_replay": "inspect",
+    "compact_gold": "maintaining",
     "maintain": "maintaining",
     "maintain_gold": "maintaining",
     "maintain_shared": "maintaining",
@@ -63,6 +64,7 @@ __all__ = [
     "as_of",
     "check_config",
     "check_freshness",
+    "compact_gold",
     "configured_sources",
     "day_status",
     "decode",
@@ -113,7 +115,13 @@ if TYPE_CHECKING:
         run_once,
     )
     from spark_jobs.steps.inspect import as_of, check_config, decode_messages, quarantine_list, quarantine_replay
-    from spark_jobs.steps.maintaining import maintain, maintain_gold, maintain_shared, maintenance_report
+    from spark_jobs.steps.maintaining import (
+        compact_gold,
+        maintain,
+        maintain_gold,
+        maintain_shared,
+        maintenance_report,
+    )
     from spark_jobs.steps.rebuilding import LAYERS, rebuild, rebuild_request
     from spark_jobs.steps.reconciling import reconcile
     from spark_jobs.steps.supervising import WatchContinuousDriver, driver_status, start_driver

@@ -17,6 +17,7 @@ import signal
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,12 +29,14 @@ from spark_jobs.runtime.lock import source_lock
 from spark_jobs.runtime.results import Result
 from spark_jobs.steps.context import ConfigRef, pipeline_config, writing
 from spark_jobs.steps.ingest import RunResult, generate_docs, record_status, run_once
+from spark_jobs.steps.maintaining import compact_gold
 
 log = logging.getLogger(__name__)
 
 MAX_PAUSE_SECONDS = 300.0  # the longest wait between two attempts after a transient fault
 STATUS_EVERY_SECONDS = 60.0  # how often the driver records the status page's snapshot
 DOCS_EVERY = 10  # the docs site: once every this many status records
+COMPACT_AFTER = 10  # a gold or history table is compacted once this many batches have merged into it
 
 
 @dataclass(frozen=True)
@@ -49,12 +52,13 @@ class ContinuousResult(Result):
     seconds: float
     stopped_by: str  # "signal", "stop" (asked in-process) or "max_batches"
     per_batch_seconds: list[float] = field(default_factory=list)
+    compacted: int = 0  # compactions of a gold or history table (COMPACT_AFTER)
 
     def lines(self) -> list[str]:
         return [
             f"{self.source}: {self.batches} batches in {self.seconds:.1f}s ({self.paused} paused), "
             f"{self.records} records landed, {self.row_changes} row changes; gold as of TiDB ts "
-            f"{self.consistent_ts}; stopped by {self.stopped_by}"
+            f"{self.consistent_ts}; {self.compacted} table compactions; stopped by {self.stopped_by}"
         ]
 
 
@@ -76,6 +80,8 @@ class _Driver:
         self.consistent_ts: int | None = None
         self.per_batch: list[float] = []
         self.built: set[str] = set()  # relations built since the docs site was last regenerated
+        self.merged: Counter[str] = Counter()  # relation -> batches that built it since it was last compacted
+        self.compacted = 0  # compactions of a gold or history table
         self.status_kept = self.docs_kept = float("-inf")
         self.document: dict[str, Any] = {
             "source": source,
@@ -181,6 +187,25 @@ class _Driver:
         except TransientFault as fault:
             log.warning("source %s: pages not kept after batch %d: %s", self.source, self.batches, fault)
 
+    def keep_tables(self, cfg: Any, run: RunResult) -> None:
+        """Compact the gold and history tables COMPACT_AFTER batches have merged into since their last compaction:
+        each batch adds a data file and a delete file to every table it changes, and a MERGE joins its whole table,
+        so without this a batch would cost more the longer the driver runs (docs/performance.md). A transient fault
+        leaves them to a later batch."""
+        self.merged.update(run.published.built)
+        due = sorted(relation for relation, batches in self.merged.items() if batches >= COMPACT_AFTER)
+        if not due:
+            return
+        try:
+            compacted = compact_gold(self.source, due, cfg)
+        except TransientFault as fault:
+            log.warning("source %s: tables not compacted after batch %d: %s", self.source, self.batches, fault)
+            return
+        for relation in due:
+            del self.merged[relation]
+        self.compacted += len(due)
+        log.info("%s", compacted.lines()[0])
+
     def pause(self, fault: TransientFault) -> float:
         self.paused += 1
         self.faults_in_a_row += 1
@@ -207,6 +232,7 @@ class _Driver:
             time.monotonic() - self.started,
             stopped_by,
             self.per_batch,
+            self.compacted,
         )
 
 
@@ -267,6 +293,7 @@ def run_continuously(
                 stop.wait(driver.pause(fault))
                 continue
             driver.finished(run, time.monotonic() - started)
+            driver.keep_tables(cfg, run)
             driver.keep_pages(cfg, run, started_at_ms, status_every)
             if max_batches is None or driver.batches < max_batches:
                 stop.wait(max(0.0, interval - (time.monotonic() - started)))

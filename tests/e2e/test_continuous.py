@@ -16,7 +16,9 @@ import pytest
 from spark_jobs.runtime import heartbeat
 from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES
 from spark_jobs.status.snapshot import read_snapshot
+from spark_jobs.steps import continuous
 from spark_jobs.steps.continuous import pause_seconds, run_continuously
+from spark_jobs.steps.maintaining import compact_gold
 from tests.e2e.kill import REPO, slices
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
 from ticdc_devkit.broker import produce
@@ -42,8 +44,9 @@ def wait_for_batch_with(local_dir, records: int, driver: threading.Thread, sourc
 
 
 def test_batches_follow_the_stream_and_gold_equals_upstream(
-    spark, broker, source_config, config_file, airflow_db, tmp_path
+    spark, broker, source_config, config_file, airflow_db, tmp_path, monkeypatch
 ):
+    monkeypatch.setattr(continuous, "COMPACT_AFTER", 2)  # a table two batches built is compacted
     workload = random_workload(SEED, tables=2, changes=40, protocol="canal-json")
     config = source_config(SOURCE, "canal-json")
     broker.create_topics([SOURCE], partitions=1)
@@ -81,7 +84,8 @@ def test_batches_follow_the_stream_and_gold_equals_upstream(
     rows = spark.table(SILVER_ROW_CHANGES).where(f"source = '{SOURCE}'").count()
     assert result.row_changes == rows
     assert result.consistent_ts == workload.consistent_ts
-    assert_gold_is_upstream(spark, SOURCE, workload, workload.consistent_ts)
+    assert result.compacted >= 1  # (this workload's DDL rebuilds its tables: test_compaction below rewrites files)
+    assert_gold_is_upstream(spark, SOURCE, workload, workload.consistent_ts)  # compacted: deletes applied, no row lost
     stamps = sorted({e.commit_ts for e in workload.events if hasattr(e, "commit_ts")})
     assert_history_is_upstream(spark, SOURCE, workload, workload.consistent_ts, stamps)
 
@@ -95,6 +99,39 @@ def test_batches_follow_the_stream_and_gold_equals_upstream(
     catalog = json.loads((config.local_dir / "dbt" / "target" / "catalog.json").read_text())
     described = [node for node in catalog["nodes"] if node.startswith(f"model.ticdc_lakehouse.gold_{SOURCE}__")]
     assert len(described) > 2, "the docs site describes the tables the driver built"
+
+
+def test_compaction_leaves_a_merged_table_one_data_file_and_its_rows(spark, source_config):
+    """What the driver does to a gold table COMPACT_AFTER batches merged into: small files and delete files become
+    one data file (and at most one delete file), with the same rows."""
+    config = source_config("compaction")
+    relation = "gold_compaction.orders"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS gold_compaction")
+    spark.sql(
+        f"CREATE OR REPLACE TABLE {relation} (id int, n int) USING iceberg TBLPROPERTIES ('format-version' = '2', "
+        "'write.delete.mode' = 'merge-on-read', 'write.update.mode' = 'merge-on-read', "
+        "'write.merge.mode' = 'merge-on-read')"
+    )
+    spark.sql(f"INSERT INTO {relation} VALUES (1, 1), (2, 2), (3, 3)")
+    for batch in range(3):  # as batches do: a merge-on-read MERGE each, a data file and a delete file each
+        spark.sql(
+            f"MERGE INTO {relation} t USING (SELECT {batch + 1} AS id, {10 * batch} AS n UNION ALL "
+            f"SELECT {batch + 10} AS id, {batch} AS n) s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET t.n = s.n WHEN NOT MATCHED THEN INSERT *"
+        )
+    rows = sorted(map(tuple, spark.table(relation).collect()))
+
+    def files() -> dict[int, int]:
+        return {
+            r[0]: r[1] for r in spark.sql(f"SELECT content, count(*) FROM {relation}.files GROUP BY content").collect()
+        }
+
+    assert files()[0] >= 4 and files()[1] >= 2
+    compacted = compact_gold("compaction", [relation, "gold_compaction.dropped_since"], config)
+    assert [(c.table, c.files_added) for c in compacted.tables] == [(relation, 1)]  # a table gone is left alone
+    assert files()[0] == 1 and files().get(1, 0) <= 1  # one data file; at most one delete file
+    assert sorted(map(tuple, spark.table(relation).collect())) == rows
+    assert rows == [(1, 0), (2, 10), (3, 20), (10, 0), (11, 1), (12, 2)]
 
 
 def scheduled_run(config_path) -> dict[str, str]:
