@@ -169,8 +169,8 @@ def _actions(spark):
 def compact_table(spark, table: str, min_input_files: int = 5) -> Compaction:
     """Rewrite a table's small data files into few, their deletes applied, when there are at least
     `min_input_files` of them (Iceberg's default: 5), dropping the delete files only they referenced, then its
-    other position delete files: a merge-on-read table that many runs merged into holds a data file and a delete file per run,
-    which every later read and MERGE opens."""
+    other position delete files: a merge-on-read table that many runs merged into holds a data file and a delete
+    file per run, which every later read and MERGE opens."""
     actions = _actions(spark)
     rewrite = actions.rewriteDataFiles(iceberg_table(spark, table))
     rewritten = (
