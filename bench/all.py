@@ -1,10 +1,12 @@
 """Every benchmark in one command, and one table of all their ratios with the floor each is measured against.
 
-    python bench/all.py [--quick] [--readme] [--only decode,land,land_topics,silver,gold,gold_tables,end_to_end,bootstraps,freshness]
+    python bench/all.py [--quick] [--readme] [--only decode,land,land_topics,silver,gold,gold_tables,gold_batches,
+                                                end_to_end,bootstraps,freshness]
 
 Runs bench/decode.py, bench/land.py (its sizes, and as land_topics its runs over many topics), bench/silver.py,
-bench/gold.py (its sizes, and as gold_tables its runs over many tables), bench/end_to_end.py, bench/bootstraps.py and
-bench/freshness.py (continuous mode, embedded) one after the other (each prints its own report as it goes), each with `--json` to hand back its summary lines, then prints one table:
+bench/gold.py (its sizes; as gold_tables its runs over many tables; as gold_batches a long-running driver's runs),
+bench/end_to_end.py, bench/bootstraps.py and bench/freshness.py (continuous mode, embedded) one after the other
+(each prints its own report as it goes), each with `--json` to hand back its summary lines, then prints one table:
 benchmark, case, the figure measured, the floor measured beside it in the same run, the ratio and its goal. Each
 benchmark's newest summary is kept in `.local/bench/summary.json`, so `--only` re-runs one and the table still shows
 all. `--quick` runs every benchmark at sizes that fit in about 25 minutes on two cores (the issue's sizes take hours
@@ -39,6 +41,11 @@ BENCHMARKS = {
     "silver": ("silver.py", [], ["--messages", "100000", "--existing-rows", "1000000"]),
     "gold": ("gold.py", [], ["--sizes", "100000,1000000"]),
     "gold_tables": ("gold.py", ["--tables", "60,1000"], ["--tables", "20,60"]),
+    "gold_batches": (
+        "gold.py",
+        ["--batches", "40"],
+        ["--batches", "20", "--batch-changes", "600", "--compact-every", "5"],
+    ),
     "end_to_end": ("end_to_end.py", [], ["--changes", "100000"]),
     "bootstraps": ("bootstraps.py", [], ["--tables", "10"]),
     "freshness": ("freshness.py", [], ["--minutes", "2", "--rate", "500", "--tables", "5"]),

@@ -2,6 +2,7 @@
 
     python bench/gold.py [--sizes 1000000,10000000] [--delta 10000] [--runs 2] [--variants hard,soft,partitioned]
     python bench/gold.py --tables 60,1000 [--touched-percent 1] [--rows 3] [--runs 2]
+    python bench/gold.py --batches 40 [--batch-tables 4] [--batch-changes 1800] [--compact-every 10]
 
 Each case runs in its own subprocess (one JVM and one embedded Derby metastore each, under
 `.local/bench/gold/<case>/`, started fresh; Spark `local[2]`, driver memory 6g). Silver is seeded through the
@@ -42,6 +43,17 @@ watermark after them (as tests/e2e/test_gold_cost.py seeds them). Timed:
 The same runs on a source of only 3 tables (its own subprocess) give the floor: touching 3 tables among N
 against touching the same 3 alone says what the untouched tables cost a run (goal <= 1.2 at N = 1000). Each
 run's count of tables built is reported, so an untouched table that is built shows.
+
+Batches mode (`--batches`): does a long-running continuous driver's gold cost more the longer it runs? Each
+merge-on-read MERGE adds a data file and a delete file to its table and joins the whole table, so without
+compaction a batch's gold grows with the batches before it. `--batch-tables` tables of the many-tables shape, 50
+rows each, then N runs of `--batch-changes` changes into every table (a third updates, the rest inserts), as a
+continuous batch at 2,000 changes/s over 20 tables gives each table. Twice, each in its own subprocess: without
+compaction, and with each table compacted once `--compact-every` runs have built it, as the continuous driver
+does (`steps.maintaining.compact_gold`, `continuous.COMPACT_AFTER`). Reported: the mean seconds of a run per
+window of `--compact-every` runs, the compactions' seconds, and the last window's mean against the first's
+(the first run of all left out: it warms the session). What is left of the growth with compaction follows the
+tables' rows (each run adds about two thirds of its changes to every table and all of them to its history).
 """
 
 from __future__ import annotations
@@ -266,7 +278,14 @@ def timed_gold(spark, config, rebuild: bool = False, source: str = SOURCE) -> di
         started = time.monotonic()
         result = build_gold(spark, config, source, rebuild=rebuild)
         seconds = time.monotonic() - started
-    return {"seconds": seconds, "steps": timer.seconds, "phases": result.phases, "built": len(result.built) // 2}
+    built = len(result.built) // 2
+    return {
+        "seconds": seconds,
+        "steps": timer.seconds,
+        "phases": result.phases,
+        "built": built,
+        "relations": result.built,
+    }
 
 
 def history_growth(spark, relation: str, versions_before: int, since_ms: int) -> dict:
@@ -405,28 +424,47 @@ class TablesSilver:
         """Only the consistent timestamp moves."""
         self.run([])
 
+    def grow(self, tables: list, changes: int) -> None:
+        """`changes` row changes into each of `tables`: a third updates of rows spread over what it holds, the
+        rest inserts of new rows."""
+        events = []
+        for t in tables:
+            rows = self.rows[t.name]
+            keys, updates = sorted(rows), changes // 3
+            events += [
+                self.change(t, "update", k, rows[k] + 1) for k in keys[:: max(len(keys) // updates, 1)][:updates]
+            ]
+            first = max(rows) + 1
+            events += [self.change(t, "insert", first + i, i) for i in range(changes - updates)]
+        self.run(events)
 
-def one_tables(count: int, percent: float, rows: int, runs: int) -> dict:
+
+def tables_session(name: str):
+    """A fresh lakehouse for the many-tables source under `name`, its Spark session and configuration, with
+    bronze's committed offsets set so that silver's watermarks make the consistent ts."""
     from spark_jobs.bronze.land import offsets_property
     from spark_jobs.runtime.spark_session import get_spark
     from spark_jobs.runtime.tables import BRONZE_MESSAGES, ensure_tables
     from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS
 
-    lake_dir = BENCH_DIR / f"tables-{count}"
+    lake_dir = BENCH_DIR / name
     fresh_lake(lake_dir)
     config = bench_config(lake_dir, TABLES_SOURCE, TABLES_TOPIC, EXTENSION_OPTIONS["canal-json"])
-    spark = get_spark(config, app_name=f"bench-gold-tables-{count}")
+    spark = get_spark(config, app_name=f"bench-gold-{name}")
+    ensure_tables(spark, "bronze")
+    ensure_tables(spark, "silver")
+    # the consistent ts is the lowest watermark over the partitions landing committed: here the topic's one
+    offsets = json.dumps({TABLES_TOPIC: {"0": 1}})
+    spark.sql(f"ALTER TABLE {BRONZE_MESSAGES} SET TBLPROPERTIES ('{offsets_property(TABLES_SOURCE)}' = '{offsets}')")
+    return spark, config
+
+
+def one_tables(count: int, percent: float, rows: int, runs: int) -> dict:
+    spark, config = tables_session(f"tables-{count}")
     tables = many_tables(count)
     touched = max(1, round(count * percent / 100))
     out: dict = {"tables": count, "rows": rows, "touched": touched, "touch": [], "none": [], "three": []}
     try:
-        ensure_tables(spark, "bronze")
-        ensure_tables(spark, "silver")
-        # the consistent ts is the lowest watermark over the partitions landing committed: here the topic's one
-        offsets = json.dumps({TABLES_TOPIC: {"0": 1}})
-        spark.sql(
-            f"ALTER TABLE {BRONZE_MESSAGES} SET TBLPROPERTIES ('{offsets_property(TABLES_SOURCE)}' = '{offsets}')"
-        )
         silver = TablesSilver(spark, config, tables)
         started = time.monotonic()
         silver.seed(rows)
@@ -445,6 +483,47 @@ def one_tables(count: int, percent: float, rows: int, runs: int) -> dict:
                 out[case].append(timed_gold(spark, config, source=TABLES_SOURCE))
                 step = out[case][-1]
                 log.info("%d tables: run %d, %s: %.1fs, %d built", count, run, case, step["seconds"], step["built"])
+    finally:
+        spark.stop()
+    return out
+
+
+# ---- batches of a long-running driver, in its own process ------------------------------------------------------
+
+BATCH_SEED_ROWS = 50
+
+
+def one_batches(batches: int, table_count: int, changes: int, compact_every: int) -> dict:
+    """`batches` gold runs of `changes` changes into each of `table_count` tables; with `compact_every`, each table
+    is compacted once that many runs have built it, as the continuous driver does. 0: never compacted."""
+    from collections import Counter
+
+    from spark_jobs.steps.maintaining import compact_gold
+
+    spark, config = tables_session(f"batches-{compact_every}")
+    tables = many_tables(table_count)
+    out: dict = {"tables": table_count, "changes": changes, "compact_every": compact_every, "runs": []}
+    try:
+        silver = TablesSilver(spark, config, tables)
+        silver.seed(BATCH_SEED_ROWS)
+        out["first"] = timed_gold(spark, config, source=TABLES_SOURCE)
+        built: Counter[str] = Counter()
+        for run in range(1, batches + 1):
+            silver.grow(tables, changes)
+            step = timed_gold(spark, config, source=TABLES_SOURCE)
+            built.update(step.pop("relations"))
+            due = sorted(r for r, n in built.items() if compact_every and n >= compact_every)
+            if due:
+                step["compaction_s"] = compact_gold(TABLES_SOURCE, due, config).seconds
+                built.subtract({r: built[r] for r in due})
+            out["runs"].append(step)
+            log.info(
+                "batches (compact every %s): run %d: %.1fs%s",
+                compact_every or "never",
+                run,
+                step["seconds"],
+                f", compacted {len(due)} tables in {step['compaction_s']:.1f}s" if due else "",
+            )
     finally:
         spark.stop()
     return out
@@ -522,10 +601,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variants", default="hard", help=f"size mode: gold settings of the table, of {', '.join(VARIANTS)}"
     )
+    parser.add_argument(
+        "--batches", type=int, help="batches mode: gold runs of a long-running driver, without and with compaction"
+    )
+    parser.add_argument("--batch-tables", type=int, default=4, help="tables in batches mode (default 4)")
+    parser.add_argument(
+        "--batch-changes", type=int, default=1_800, help="changes into each table a run, batches mode (default 1,800)"
+    )
+    parser.add_argument(
+        "--compact-every", type=int, default=10, help="runs that build a table before it is compacted (default 10)"
+    )
     parser.add_argument("--json", help="write the summary rows for `make bench` here")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size, print a JSON line
     parser.add_argument("--variant", default="hard", choices=list(VARIANTS), help=argparse.SUPPRESS)  # with --one
     parser.add_argument("--one-tables", type=int, help=argparse.SUPPRESS)  # internal: one number of tables
+    parser.add_argument("--one-batches", type=int, help=argparse.SUPPRESS)  # internal: batches, one way
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S"
@@ -538,8 +628,14 @@ def main(argv: list[str] | None = None) -> int:
         result = one_tables(args.one_tables, args.touched_percent, args.rows, args.runs)
         print(RESULT_PREFIX + json.dumps(result), flush=True)
         return 0
+    if args.one_batches:
+        result = one_batches(args.one_batches, args.batch_tables, args.batch_changes, args.compact_every)
+        print(RESULT_PREFIX + json.dumps(result), flush=True)
+        return 0
     if args.tables:
         return main_tables(args)
+    if args.batches:
+        return main_batches(args)
     sizes = sorted(int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip())
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]
@@ -724,6 +820,85 @@ def main_tables(args) -> int:
         tables_report(results, floor, args.touched_percent)
         write_summary(args.json, tables_summary(results, floor, args.touched_percent))
     return 1 if failed else 0
+
+
+# ---- the parent, batches: one subprocess without compaction and one with ------------------------------------
+
+
+def run_batches(batches: int, table_count: int, changes: int, compact_every: int) -> dict | None:
+    script = str(Path(__file__).resolve())
+    cmd = [sys.executable, script, "--one-batches", str(batches), "--batch-tables", str(table_count)]
+    cmd += ["--batch-changes", str(changes), "--compact-every", str(compact_every)]
+    return run_child(cmd, RESULT_PREFIX, f"{batches} batches, compacted every {compact_every or 'never'}")
+
+
+def windows(r: dict, size: int) -> list[tuple[int, int, float, float]]:
+    """(first run, last run, mean seconds of a run, compaction seconds) per window of `size` runs, each window
+    ending with its compaction; the first run of all is left out of the means (it warms the session)."""
+    runs = r["runs"]
+    out = []
+    for start in range(0, len(runs), size):
+        window = runs[start : start + size]
+        timed = window[1:] if start == 0 and len(window) > 1 else window
+        mean = sum(s["seconds"] for s in timed) / len(timed)
+        out.append((start + 1, start + len(window), mean, sum(s.get("compaction_s", 0.0) for s in window)))
+    return out
+
+
+def growth(r: dict, size: int) -> float:
+    """The last window's mean seconds a run (its compactions spread over its runs) against the first's."""
+    first, last = windows(r, size)[0], windows(r, size)[-1]
+    runs = lambda w: w[1] - w[0] + 1  # noqa: E731
+    return (last[2] + last[3] / runs(last)) / (first[2] + first[3] / runs(first))
+
+
+def batches_report(never: dict, compacted: dict) -> None:
+    size = compacted["compact_every"]
+    print()
+    print(
+        f"seconds of build_gold a run, {never['changes']:,} changes into each of {never['tables']} tables a run, "
+        f"mean per window of {size} runs; Spark local[2], 2 cores."
+    )
+    header = f"{'runs':>9} {'not compacted':>14} {'compacted every ' + str(size):>20} {'its compactions s':>18}"
+    print(header)
+    print("-" * len(header))
+    for a, b in zip(windows(never, size), windows(compacted, size), strict=True):
+        print(f"{f'{a[0]} to {a[1]}':>9} {a[2]:>14.1f} {b[2]:>20.1f} {b[3]:>18.1f}")
+    print()
+    print(
+        f"last window / first: not compacted {growth(never, size):.2f}, compacted {growth(compacted, size):.2f} "
+        f"(compactions spread over their runs; goal <= 1.2: {met(growth(compacted, size) <= 1.2)})"
+    )
+
+
+def batches_summary(never: dict, compacted: dict) -> list[dict]:
+    """`make bench`'s lines: the last window's run against the first's, without and with compaction."""
+    size, n = compacted["compact_every"], len(compacted["runs"])
+    shape = f"{n} runs of {never['changes']:,} changes into each of {never['tables']} tables"
+    rows = []
+    for r, label, goal in ((never, "not compacted", None), (compacted, f"compacted every {size} runs", "<= 1.2")):
+        w = windows(r, size)
+        rows.append(
+            summary_row(
+                "gold_batches",
+                f"{shape}, {label}: last {size} runs / first",
+                f"{w[-1][2]:.1f} s a run",
+                f"{w[0][2]:.1f} s a run",
+                growth(r, size),
+                goal,
+            )
+        )
+    return rows
+
+
+def main_batches(args) -> int:
+    never = run_batches(args.batches, args.batch_tables, args.batch_changes, 0)
+    compacted = run_batches(args.batches, args.batch_tables, args.batch_changes, args.compact_every)
+    if never is None or compacted is None:
+        return 1
+    batches_report(never, compacted)
+    write_summary(args.json, batches_summary(never, compacted))
+    return 0
 
 
 if __name__ == "__main__":

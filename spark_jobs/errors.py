@@ -18,6 +18,7 @@ __all__ = [
     "BrokerUnavailableError",
     "CatalogUnavailableError",
     "ClaimCheckUnavailableError",
+    "CommitConflictError",
     "ConcurrentLandingError",
     "ConfigError",
     "DbtError",
@@ -30,6 +31,7 @@ __all__ = [
     "SchemaNotYetKnown",
     "SnapshotRefused",
     "TransientFault",
+    "commit_conflict_in",
     "named_transient_faults",
     "redact_address",
     "transient_fault_in",
@@ -149,6 +151,14 @@ class ClaimCheckUnavailableError(TransientFault):
     service = "claim-check store"
 
 
+class CommitConflictError(TransientFault):
+    """Iceberg refused a commit because another writer committed to the same table first (in cluster mode, the
+    maintenance DAG's compaction against a run's MERGE): nothing of the refused commit was written, and every step
+    is safe to run again over what it left, so the run is retried as after an outage."""
+
+    service = "Iceberg commit"
+
+
 _USERINFO = re.compile(r"(?:(?<=//)|(?<=^)|(?<=,))[^/@\s,]*@")
 _QUERY_VALUE = re.compile(r"(?<=[?&])([^=&#\s]+)=[^&#\s]*")
 
@@ -159,11 +169,18 @@ def redact_address(address: str) -> str:
 
 
 _WORKER_FAULT = re.compile(r"^spark_jobs\.errors\.(\w+): (.+)$", re.MULTILINE)
+# what Iceberg's commit validation says when another writer committed first (a ValidationException is otherwise a
+# schema or spec problem, not transient), and the CommitFailedException its retries end in
+_COMMIT_CONFLICT = re.compile(
+    r"org\.apache\.iceberg\.exceptions\.(?:ValidationException: (?=Cannot commit|Found (?:new )?conflicting|"
+    r"Missing required files)|CommitFailedException: )([^\n]{1,300})"
+)
 
 
 def transient_fault_in(exc: BaseException, source: str) -> TransientFault | None:
     """The TransientFault a Spark task raised, rebuilt on the driver from the worker's traceback (Spark
-    hands it over as a PythonException whose text holds that traceback); None for any other failure."""
+    hands it over as a PythonException whose text holds that traceback), or an Iceberg commit another writer's
+    commit refused (CommitConflictError); None for any other failure."""
     if isinstance(exc, TransientFault):
         return exc.for_source(source)
     found = _WORKER_FAULT.findall(str(exc))
@@ -171,7 +188,18 @@ def transient_fault_in(exc: BaseException, source: str) -> TransientFault | None
         cls = globals().get(name)
         if isinstance(cls, type) and issubclass(cls, TransientFault):
             return cls(detail.strip(), source)
+    conflict = commit_conflict_in(exc)
+    if conflict:
+        return CommitConflictError(
+            f"Iceberg refused a commit: another writer committed to the table first ({conflict}); run again", source
+        )
     return None
+
+
+def commit_conflict_in(exc: BaseException) -> str | None:
+    """Iceberg's words, when `exc` is a commit it refused because another writer committed to the table first."""
+    conflict = _COMMIT_CONFLICT.search(str(exc))
+    return conflict.group(1).strip() if conflict else None
 
 
 @contextmanager

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 
 from spark_jobs.bronze.land import LANDING_BRANCH_PREFIX, adopt_summary_offsets, drop_branch
 from spark_jobs.config import MaintenanceSettings, PipelineConfig
+from spark_jobs.errors import commit_conflict_in
 from spark_jobs.gold.models import plan_model
 from spark_jobs.gold.names import daily_namespace, gold_namespace
 from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
+from spark_jobs.runtime.lock import CONTINUOUS_HOLDER, source_lock
 from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.tables import BRONZE_COMMITS, BRONZE_MESSAGES, SILVER_RUNS, TABLES, ensure_tables
 
@@ -47,14 +49,20 @@ class TableMaintenance(Result):
     orphans_removed: int
     branches_dropped: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    not_compacted: str = ""  # why the table was not compacted, when it was not
 
     def line(self) -> str:
         branches = (
             f", {len(self.branches_dropped)} stale landing branches dropped" if self.table == BRONZE_MESSAGES else ""
         )
+        compaction = (
+            f"not compacted ({self.not_compacted})"
+            if self.not_compacted
+            else f"{self.files_rewritten} data files rewritten into {self.files_added}, "
+            f"{self.delete_files_rewritten} delete files rewritten"
+        )
         return (
-            f"{self.table}: {self.files_rewritten} data files rewritten into {self.files_added}, "
-            f"{self.delete_files_rewritten} delete files rewritten, {self.snapshots_expired} snapshots expired "
+            f"{self.table}: {compaction}, {self.snapshots_expired} snapshots expired "
             f"({self.files_expired} files deleted), {self.orphans_removed} orphan files removed{branches}; "
             f"{self.seconds:.1f}s"
         )
@@ -126,15 +134,21 @@ def stale_landing_branches(spark) -> list[str]:
 
 
 def maintain_table(
-    spark, table: str, settings: MaintenanceSettings, keep_since_millis: int | None = None, published: bool = False
+    spark,
+    table: str,
+    settings: MaintenanceSettings,
+    keep_since_millis: int | None = None,
+    published: bool = False,
+    not_compacted: str = "",
 ) -> TableMaintenance:
     """Compact, expire and remove orphans of one table; bronze also loses its stale landing branches.
 
     `keep_since_millis`: no snapshot committed at or after this time is expired (silver's positions). `published`:
-    a gold or history table, whose snapshot of the retention's start stays (`keep_published`). Bronze is maintained
-    between two landing commits of this process, never across one (`BRONZE_COMMITS`)."""
+    a gold or history table, whose snapshot of the retention's start stays (`keep_published`). `not_compacted`:
+    why the table is not to be compacted this time (empty: it is). Bronze is maintained between two landing
+    commits of this process, never across one (`BRONZE_COMMITS`)."""
     with BRONZE_COMMITS if table == BRONZE_MESSAGES else contextlib.nullcontext():
-        return _maintain_table(spark, table, settings, keep_since_millis, published)
+        return _maintain_table(spark, table, settings, keep_since_millis, published, not_compacted)
 
 
 def keep_published(spark, table: str, since_millis: int) -> int | None:
@@ -182,12 +196,28 @@ def compact_table(spark, table: str, min_input_files: int = 5) -> Compaction:
     )
 
 
+def _compact_unless_overtaken(spark, table: str) -> tuple[Compaction, str]:
+    """The table's compaction, and why it did not happen: a run that committed to the table while it was being
+    compacted (in cluster mode runs and maintenance write at once) makes Iceberg refuse it, which leaves the
+    compaction to the next maintenance."""
+    try:
+        return compact_table(spark, table), ""
+    except Exception as exc:
+        conflict = commit_conflict_in(exc)
+        if conflict is None:
+            raise
+        log.warning("%s: not compacted, another writer committed to it meanwhile: %s", table, conflict)
+        return Compaction(table, 0, 0, 0), "another writer committed to it meanwhile; the next maintenance compacts it"
+
+
 def _maintain_table(
-    spark, table: str, settings: MaintenanceSettings, keep_since_millis: int | None, published: bool
+    spark, table: str, settings: MaintenanceSettings, keep_since_millis: int | None, published: bool, not_compacted: str
 ) -> TableMaintenance:
     started = time.monotonic()
     actions = _actions(spark)
-    compacted = compact_table(spark, table)
+    compacted, not_compacted = (
+        (Compaction(table, 0, 0, 0), not_compacted) if not_compacted else _compact_unless_overtaken(spark, table)
+    )
     dropped: list[str] = []
     if table == BRONZE_MESSAGES:
         adopted = adopt_summary_offsets(spark)
@@ -219,6 +249,7 @@ def _maintain_table(
         orphans_removed=sum(1 for _ in orphans.orphanFileLocations()),
         branches_dropped=dropped,
         seconds=time.monotonic() - started,
+        not_compacted=not_compacted,
     )
     log.info("%s", result.line())
     return result
@@ -263,13 +294,24 @@ def maintain_layer(spark, config: PipelineConfig, layer: str) -> list[TableMaint
 
 
 def maintain_gold(spark, config: PipelineConfig, source: str) -> list[TableMaintenance]:
-    """Maintain every gold (and history) table of one configured source."""
+    """Maintain every gold (and history) table of one configured source, holding the source's lock as its runs
+    do: a run's merge-on-read MERGE names the data files its deletes apply to, and a compaction committed while it
+    ran would replace them, so Iceberg would refuse one of the two. A continuous driver holds the lock as long as
+    it runs and compacts the tables it merges into itself (`steps.continuous`): then the gold tables are not
+    compacted here, and their snapshots and orphan files are still kept in bounds."""
     config.source(source)
     published = f"{gold_namespace(source)}."
-    return [
-        maintain_table(spark, table, config.maintenance, published=table.startswith(published))
-        for table in gold_tables(spark, source)
-    ]
+    holder = f"maintenance of {source}'s gold"
+    with source_lock(config.local_dir, source, holder, unless_held_by=CONTINUOUS_HOLDER) as locked:
+        not_compacted = "" if locked else "the continuous driver running for the source compacts it"
+        if not locked:
+            log.info("source %s: gold tables not compacted here: %s", source, not_compacted)
+        return [
+            maintain_table(
+                spark, table, config.maintenance, published=table.startswith(published), not_compacted=not_compacted
+            )
+            for table in gold_tables(spark, source)
+        ]
 
 
 def maintain(spark, config: PipelineConfig, source: str | None = None) -> list[TableMaintenance]:

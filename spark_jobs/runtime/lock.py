@@ -24,6 +24,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 REPORT_EVERY_SECONDS = 60.0
+CONTINUOUS_HOLDER = "continuous"  # how a continuous driver's holder name starts: it holds the lock while it runs
 _HELD = threading.local()  # .paths: the lock files this thread holds
 
 
@@ -31,37 +32,50 @@ def lock_path(local_dir: Path, source: str) -> Path:
     return local_dir / "locks" / f"{source}.lock"
 
 
-def _holder(path: Path) -> str:
+def _held_by(path: Path) -> dict:
     try:
         held = json.loads(path.read_text() or "{}")
     except (OSError, ValueError):
-        return "another run"
+        return {}
+    return held if isinstance(held, dict) else {}
+
+
+def _holder(path: Path) -> str:
+    held = _held_by(path)
     return f"{held.get('holder', 'another run')} (pid {held.get('pid', '?')}, since {held.get('since', '?')})"
 
 
 @contextmanager
-def source_lock(local_dir: Path, source: str, holder: str, poll_seconds: float = 0.5) -> Iterator[None]:
+def source_lock(
+    local_dir: Path, source: str, holder: str, poll_seconds: float = 0.5, unless_held_by: str | None = None
+) -> Iterator[bool]:
     """Hold the source's lock for the block, waiting as long as another run holds it (logged when the wait
-    starts, every minute while it lasts, and when it ends)."""
+    starts, every minute while it lasts, and when it ends); yields True. With `unless_held_by`, a holder whose name
+    starts with it is not waited for: the block runs at once without the lock, and the lock yields False."""
     path = lock_path(local_dir, source).resolve()
     held = _HELD.__dict__.setdefault("paths", set())
     if path in held:
-        yield
+        yield True
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+") as handle:
         started = time.monotonic()
-        reported = None
-        while True:
+        reported, locked = None, False
+        while not locked:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                locked = True
             except BlockingIOError:
+                if unless_held_by and str(_held_by(path).get("holder", "")).startswith(unless_held_by):
+                    break
                 now = time.monotonic()
                 if reported is None or now - reported >= REPORT_EVERY_SECONDS:
                     log.info("source %s: %s waits for %s to finish", source, holder, _holder(path))
                     reported = now
                 time.sleep(poll_seconds)
+        if not locked:
+            yield False
+            return
         if reported is not None:
             log.info("source %s: %s waited %.0fs; going on", source, holder, time.monotonic() - started)
         handle.seek(0)
@@ -71,7 +85,7 @@ def source_lock(local_dir: Path, source: str, holder: str, poll_seconds: float =
         handle.flush()
         held.add(path)
         try:
-            yield
+            yield True
         finally:
             held.discard(path)
             handle.seek(0)

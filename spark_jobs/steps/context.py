@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spark_jobs.config import PipelineConfig, configured_source_names, load_config, reconciled_source_names
+from spark_jobs.errors import named_transient_faults
 from spark_jobs.runtime.lock import source_lock
 from spark_jobs.runtime.spark_session import get_spark
 
@@ -29,9 +30,13 @@ def pipeline_config(config: ConfigRef = None, source: str | None = None) -> Pipe
 @contextmanager
 def writing(config: PipelineConfig, source: str, what: str) -> Iterator[SparkSession]:
     """The Spark session, with the source's lock held for the block: runs of one source never write at once (a
-    step of a run that holds the lock already, such as `run_once`, takes it again at no cost)."""
+    step of a run that holds the lock already, such as `run_once`, takes it again at no cost). A commit Iceberg
+    refused because another writer (the maintenance DAG, in cluster mode) committed to the table first comes out
+    as CommitConflictError, a TransientFault: retried as after an outage."""
     with source_lock(config.local_dir, source, what):
-        yield get_spark(config, what)
+        spark = get_spark(config, what)
+        with named_transient_faults(source):
+            yield spark
 
 
 def reading(config: PipelineConfig, what: str) -> SparkSession:

@@ -25,7 +25,7 @@ from typing import Any
 
 from spark_jobs.errors import ConfigError, TransientFault
 from spark_jobs.runtime import heartbeat
-from spark_jobs.runtime.lock import source_lock
+from spark_jobs.runtime.lock import CONTINUOUS_HOLDER, source_lock
 from spark_jobs.runtime.results import Result
 from spark_jobs.steps.context import ConfigRef, pipeline_config, writing
 from spark_jobs.steps.ingest import RunResult, generate_docs, record_status, run_once
@@ -279,9 +279,9 @@ def run_continuously(
     # the lock first: a driver that waits for another run (or another driver) writes no heartbeat meanwhile
     with (
         _stopped_by_signals(stop, signalled),
-        source_lock(cfg.local_dir, source, f"continuous {source}"),
+        source_lock(cfg.local_dir, source, f"{CONTINUOUS_HOLDER} {source}"),
         driver.beating(),
-        writing(cfg, source, f"continuous {source}"),
+        writing(cfg, source, f"{CONTINUOUS_HOLDER} {source}"),
     ):
         log.info("source %s: running continuously, a batch every %.0fs", source, interval)
         while not stop.is_set() and (max_batches is None or driver.batches < max_batches):

@@ -6,6 +6,7 @@ heartbeat, status snapshot and docs site say what it did."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import threading
@@ -13,11 +14,14 @@ import time
 
 import pytest
 
+from spark_jobs.gold import build as gold_build
+from spark_jobs.maintenance import compact_table, gold_tables
 from spark_jobs.runtime import heartbeat
 from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES
 from spark_jobs.status.snapshot import read_snapshot
 from spark_jobs.steps import continuous
 from spark_jobs.steps.continuous import pause_seconds, run_continuously
+from spark_jobs.steps.ingest import run_once
 from spark_jobs.steps.maintaining import compact_gold
 from tests.e2e.kill import REPO, slices
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream
@@ -132,6 +136,45 @@ def test_compaction_leaves_a_merged_table_one_data_file_and_its_rows(spark, sour
     assert files()[0] == 1 and files().get(1, 0) <= 1  # one data file; at most one delete file
     assert sorted(map(tuple, spark.table(relation).collect())) == rows
     assert rows == [(1, 0), (2, 10), (3, 20), (10, 0), (11, 1), (12, 2)]
+
+
+def test_a_batch_a_compaction_overtook_is_paused_and_run_again(spark, broker, source_config, monkeypatch, caplog):
+    """In cluster mode the maintenance DAG may compact a gold table while a batch merges into it. A compaction that
+    commits first replaces the data files the batch's merge-on-read deletes name, and Iceberg refuses the batch's
+    commit: the driver pauses that batch as after an outage and runs it again, and gold and history equal upstream.
+    The compaction runs in a session of its own, whose catalog is not the batch's (another process, in cluster
+    mode), while the batch's dbt starts; the batch's session has its tables loaded already."""
+    source = "overtaken"
+    workload = random_workload(SEED, tables=1, changes=60, ddl=False, preexisting=0, protocol="canal-json")
+    config = source_config(source, "canal-json")
+    broker.create_topics([source], partitions=1)
+    parts = slices(workload, 3, random.Random(SEED), source)
+    for part in parts[:2]:  # a first build, then a merge: each gold and history table has two data files or more
+        produce(broker.bootstrap, part)
+        assert run_once(source, config).published.built
+    relations = [r for r in gold_tables(spark, source) if r.startswith(f"gold_{source}.")]
+    maintenance_session, compacted = spark.newSession(), []
+    run_dbt = gold_build.run_dbt
+
+    def overtaken(args, *more, **options):
+        if not compacted and any(a.startswith(f"gold_{source}__") for a in args):
+            for relation in relations:
+                spark.table(relation).count()
+                compacted.append(compact_table(maintenance_session, relation, min_input_files=2))
+        return run_dbt(args, *more, **options)
+
+    monkeypatch.setattr(gold_build, "run_dbt", overtaken)
+    produce(broker.bootstrap, parts[2])
+    with caplog.at_level(logging.WARNING, logger="spark_jobs.steps.continuous"):
+        result = run_continuously(source, config, interval=0.5, max_batches=1, status_every=3600)
+
+    assert len(relations) == 2 and all(c.files_rewritten >= 2 for c in compacted), compacted
+    assert (result.batches, result.paused) == (1, 1)
+    assert "Iceberg refused a commit: another writer committed to the table first (Cannot commit" in caplog.text
+    assert result.consistent_ts == workload.consistent_ts
+    assert_gold_is_upstream(spark, source, workload, workload.consistent_ts)
+    stamps = sorted({e.commit_ts for e in workload.events if hasattr(e, "commit_ts")})
+    assert_history_is_upstream(spark, source, workload, workload.consistent_ts, stamps)
 
 
 def scheduled_run(config_path) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """Maintenance against the real broker, Spark and Iceberg: offsets survive expiry down to one snapshot, compaction
 and orphan removal; silver and gold read the same after it; landing concurrent with it loses nothing; branches of
-killed landing runs are dropped; tagged snapshots are kept."""
+killed landing runs are dropped; tagged snapshots are kept; gold's compaction gives way to a continuous driver and
+to a run's commit."""
 
 from __future__ import annotations
 
@@ -12,13 +13,22 @@ from pathlib import Path
 
 import pytest
 
+from spark_jobs import maintenance
 from spark_jobs.bronze import land as landing
 from spark_jobs.bronze.land import committed_offsets, land_bronze
 from spark_jobs.config import MaintenanceSettings
 from spark_jobs.errors import ConcurrentLandingError, DbtError
 from spark_jobs.gold.build import build_gold, run_dbt
-from spark_jobs.maintenance import gold_tables, keep_published, maintain, stale_landing_branches
+from spark_jobs.maintenance import (
+    TableMaintenance,
+    gold_tables,
+    keep_published,
+    maintain,
+    maintain_gold,
+    stale_landing_branches,
+)
 from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
+from spark_jobs.runtime.lock import CONTINUOUS_HOLDER, source_lock
 from spark_jobs.runtime.tables import BRONZE_MESSAGES, TABLES
 from spark_jobs.silver.build import build_silver
 from tests.e2e.test_landing import bronze_records, expected_records
@@ -268,3 +278,70 @@ def test_a_gold_table_keeps_the_snapshot_a_publication_within_the_retention_can_
     unkept = snapshots["lake_staging.unkept_probe"][0]
     remaining = {r[0] for r in spark.sql("SELECT snapshot_id FROM lake_staging.unkept_probe.snapshots").collect()}
     assert unkept not in remaining  # without the tag, expiry removes it
+
+
+def test_gold_compaction_gives_way_to_a_continuous_driver_and_to_a_commit_that_came_first(
+    spark, source_config, monkeypatch
+):
+    """A source's gold is compacted under the source's lock, as its runs write. A continuous driver holds that lock
+    as long as it runs and compacts the tables it merges into itself: maintenance leaves them uncompacted and still
+    expires their snapshots. A run that commits to a table while maintenance compacts it (in cluster mode, another
+    process; here a session of its own) makes Iceberg refuse the compaction: the table keeps the run's rows, and the
+    next maintenance compacts it."""
+    source = "mgc"
+    config = sources_config(source_config, (source, {}))
+    relation = f"gold_{source}.orders"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS gold_{source}")
+    spark.sql(
+        f"CREATE OR REPLACE TABLE {relation} (id int, n int) USING iceberg TBLPROPERTIES ('format-version' = '2', "
+        "'write.delete.mode' = 'merge-on-read', 'write.update.mode' = 'merge-on-read', "
+        "'write.merge.mode' = 'merge-on-read')"
+    )
+
+    def small_files(first: int) -> None:
+        for i in range(first, first + 3):
+            spark.sql(f"INSERT INTO {relation} VALUES ({i}, {i})")
+
+    def maintained() -> TableMaintenance:
+        return {r.table: r for r in maintain_gold(spark, config, source)}[relation]
+
+    small_files(1)
+    release, held = threading.Event(), threading.Event()
+
+    def driver() -> None:
+        with source_lock(config.local_dir, source, f"{CONTINUOUS_HOLDER} {source}"):
+            held.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=driver)
+    thread.start()
+    try:
+        assert held.wait(10)
+        left = maintained()
+    finally:
+        release.set()
+        thread.join()
+    assert (left.not_compacted, left.files_rewritten) == ("the continuous driver running for the source compacts it", 0)
+    assert left.snapshots_expired == 2  # of its three, to the newest
+
+    small_files(4)
+    overtook: list[str] = []
+
+    def loaded_then_overtaken(session, table: str):
+        loaded = iceberg_table(session, table)
+        if table == relation and not overtook:  # a run's commit right after the compaction loaded the table
+            overtook.append(table)
+            spark.newSession().sql(f"UPDATE {relation} SET n = 10 WHERE id = 1")
+        return loaded
+
+    monkeypatch.setattr(maintenance, "iceberg_table", loaded_then_overtaken)
+    overtaken = maintained()
+    monkeypatch.undo()
+    assert overtook == [relation]
+    assert overtaken.not_compacted.startswith("another writer committed to it meanwhile") and overtaken.files_added == 0
+    rows = [(1, 10), *((i, i) for i in range(2, 7))]
+    assert sorted(map(tuple, spark.table(relation).collect())) == rows
+
+    compacted = maintained()
+    assert compacted.not_compacted == "" and compacted.files_rewritten >= 4 and compacted.files_added == 1
+    assert sorted(map(tuple, spark.table(relation).collect())) == rows

@@ -29,8 +29,11 @@ from spark_jobs.codecs.schema_registry import SchemaRegistryClient, clear_cache
 from spark_jobs.errors import (
     BrokerUnavailableError,
     ClaimCheckUnavailableError,
+    CommitConflictError,
+    DbtError,
     RegistryUnavailableError,
     TransientFault,
+    commit_conflict_in,
     redact_address,
     transient_fault_in,
 )
@@ -97,6 +100,45 @@ def test_a_fault_raised_in_a_spark_task_comes_back_as_itself():
         == "source shop: claim-check store /mnt/cc cannot be read: PermissionError: Permission denied; check the mount"
     )
     assert transient_fault_in(RuntimeError("ValueError: bad\nspark_jobs.errors.KafkaRangeError: x"), "shop") is None
+
+
+@pytest.mark.parametrize(
+    ("iceberg", "said"),
+    [  # Iceberg 1.10's words when another writer's commit came first (MergingSnapshotProducer, RewriteFiles)
+        (
+            "ValidationException: Cannot commit, missing data files: [file:/w/gold_s.db/t/data/0-1.parquet]",
+            "Cannot commit, missing data files: [file:/w/gold_s.db/t/data/0-1.parquet]",
+        ),
+        (
+            "ValidationException: Found conflicting files that can contain records matching true: [a.parquet]",
+            "Found conflicting files that can contain records matching true: [a.parquet]",
+        ),
+        (
+            "ValidationException: Cannot commit, found new position delete for replaced data file: a.parquet",
+            "Cannot commit, found new position delete for replaced data file: a.parquet",
+        ),
+        (
+            "CommitFailedException: Cannot commit gold_s.t: metadata location changed",
+            "Cannot commit gold_s.t: metadata location changed",
+        ),
+    ],
+)
+def test_a_commit_another_writer_overtook_is_transient(iceberg, said):
+    """Through Spark (a Py4JJavaError) or through dbt (its failure line), the refusal is a CommitConflictError."""
+    from_spark = RuntimeError(
+        f"An error occurred while calling o75.sql.\n: org.apache.iceberg.exceptions.{iceberg}\n\tat x"
+    )
+    fault = transient_fault_in(DbtError(f"dbt build for source s failed: t: {from_spark}"), "s")
+    assert type(fault) is CommitConflictError and isinstance(fault, TransientFault)
+    assert str(fault) == (
+        f"source s: Iceberg refused a commit: another writer committed to the table first ({said}); run again"
+    )
+    assert commit_conflict_in(from_spark) == said
+
+
+def test_other_iceberg_validation_failures_are_not_transient():
+    schema = RuntimeError("org.apache.iceberg.exceptions.ValidationException: Cannot add column, name already exists")
+    assert transient_fault_in(schema, "s") is None and commit_conflict_in(schema) is None
 
 
 # ---- the Schema Registry ---------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from spark_jobs.errors import ConfigError
-from spark_jobs.runtime.lock import source_lock
+from spark_jobs.runtime.lock import CONTINUOUS_HOLDER, source_lock
 from spark_jobs.steps.rebuilding import parse_tables
 
 
@@ -49,13 +49,44 @@ def test_other_sources_do_not_wait(tmp_path):
             assert time.monotonic() - started < 1
 
 
+def test_a_continuous_driver_is_not_waited_for_where_asked(tmp_path):
+    """Maintenance does not wait for a continuous driver, which holds the lock as long as it runs; it waits for
+    any other run."""
+    release, held = threading.Event(), threading.Event()
+
+    def hold(holder: str) -> threading.Thread:
+        def run():
+            with source_lock(tmp_path, "shop", holder):
+                held.set()
+                release.wait(10)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        held.wait(10)
+        return thread
+
+    driver = hold(f"{CONTINUOUS_HOLDER} shop")
+    started = time.monotonic()
+    with source_lock(tmp_path, "shop", "maintenance", unless_held_by=CONTINUOUS_HOLDER) as locked:
+        assert locked is False and time.monotonic() - started < 1
+    release.set()
+    driver.join()
+
+    release.clear(), held.clear()
+    run = hold("ingest: publish gold")
+    threading.Timer(0.5, release.set).start()
+    with source_lock(tmp_path, "shop", "maintenance", poll_seconds=0.05, unless_held_by=CONTINUOUS_HOLDER) as locked:
+        assert locked is True and release.is_set()
+    run.join()
+
+
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
             "import sys, time, pathlib\n"
-            "from spark_jobs.runtime.lock import source_lock\n"
+            "from spark_jobs.runtime.lock import CONTINUOUS_HOLDER, source_lock\n"
             f"with source_lock(pathlib.Path({str(tmp_path)!r}), 'shop', 'ticdc-lake silver'):\n"
             "    print('held', flush=True)\n"
             "    time.sleep(600)\n",
