@@ -49,9 +49,9 @@ merge-on-read MERGE adds a data file and a delete file to its table and joins th
 compaction a batch's gold grows with the batches before it. `--batch-tables` tables of the many-tables shape, 50
 rows each, then N runs of `--batch-changes` changes into every table (a third updates, the rest inserts), as a
 continuous batch at 2,000 changes/s over 20 tables gives each table. Twice, each in its own subprocess: without
-compaction, and with each table compacted once `--compact-every` runs have built it, as the continuous driver
-does (`steps.maintaining.compact_gold`, `continuous.COMPACT_AFTER`). Reported: the mean seconds of a run per
-window of `--compact-every` runs, the compactions' seconds, and the last window's mean against the first's
+compaction, and compacted as the continuous driver compacts (`continuous.due_for_compaction`, with `COMPACT_AFTER`
+set to `--compact-every`; `steps.maintaining.compact_gold`). Reported: the mean seconds of a run per window of
+`--compact-every` runs, the compactions' seconds, and the last window's mean against the first's
 (the first run of all left out: it warms the session). What is left of the growth with compaction follows the
 tables' rows (each run adds about two thirds of its changes to every table and all of them to its history).
 """
@@ -494,12 +494,14 @@ BATCH_SEED_ROWS = 50
 
 
 def one_batches(batches: int, table_count: int, changes: int, compact_every: int) -> dict:
-    """`batches` gold runs of `changes` changes into each of `table_count` tables; with `compact_every`, each table
-    is compacted once that many runs have built it, as the continuous driver does. 0: never compacted."""
+    """`batches` gold runs of `changes` changes into each of `table_count` tables; with `compact_every`, the tables
+    are compacted as the continuous driver compacts them with COMPACT_AFTER set to it. 0: never compacted."""
     from collections import Counter
 
+    from spark_jobs.steps import continuous
     from spark_jobs.steps.maintaining import compact_gold
 
+    continuous.COMPACT_AFTER = compact_every or continuous.COMPACT_AFTER
     spark, config = tables_session(f"batches-{compact_every}")
     tables = many_tables(table_count)
     out: dict = {"tables": table_count, "changes": changes, "compact_every": compact_every, "runs": []}
@@ -512,10 +514,11 @@ def one_batches(batches: int, table_count: int, changes: int, compact_every: int
             silver.grow(tables, changes)
             step = timed_gold(spark, config, source=TABLES_SOURCE)
             built.update(step.pop("relations"))
-            due = sorted(r for r, n in built.items() if compact_every and n >= compact_every)
+            due = continuous.due_for_compaction(built) if compact_every else []
             if due:
                 step["compaction_s"] = compact_gold(TABLES_SOURCE, due, config).seconds
-                built.subtract({r: built[r] for r in due})
+                for relation in due:
+                    del built[relation]
             out["runs"].append(step)
             log.info(
                 "batches (compact every %s): run %d: %.1fs%s",
@@ -833,8 +836,8 @@ def run_batches(batches: int, table_count: int, changes: int, compact_every: int
 
 
 def windows(r: dict, size: int) -> list[tuple[int, int, float, float]]:
-    """(first run, last run, mean seconds of a run, compaction seconds) per window of `size` runs, each window
-    ending with its compaction; the first run of all is left out of the means (it warms the session)."""
+    """(first run, last run, mean seconds of a run, compaction seconds) per window of `size` runs; the first run of
+    all is left out of the means (it warms the session)."""
     runs = r["runs"]
     out = []
     for start in range(0, len(runs), size):

@@ -39,6 +39,17 @@ DOCS_EVERY = 10  # the docs site: once every this many status records
 COMPACT_AFTER = 10  # a gold or history table is compacted once this many batches have merged into it
 
 
+def due_for_compaction(merged: Counter[str]) -> list[str]:
+    """Of the tables merged into since their last compaction (with how many batches each), those to compact after
+    this batch: COMPACT_AFTER batches or more, the longest-merged first, and at most one in COMPACT_AFTER of the
+    tables a batch, so that the compactions are spread over the batches. Every table a batch touches reaches
+    COMPACT_AFTER in the same batch; compacting them all at once (40 tables: 30 s) stalled that batch's changes."""
+    ready = sorted(
+        (relation for relation, batches in merged.items() if batches >= COMPACT_AFTER), key=lambda r: (-merged[r], r)
+    )
+    return sorted(ready[: max(1, -(-len(merged) // COMPACT_AFTER))])
+
+
 @dataclass(frozen=True)
 class ContinuousResult(Result):
     """What a continuous driver did from its start to its stop."""
@@ -193,7 +204,7 @@ class _Driver:
         so without this a batch would cost more the longer the driver runs (docs/performance.md). A transient fault
         leaves them to a later batch."""
         self.merged.update(run.published.built)
-        due = sorted(relation for relation, batches in self.merged.items() if batches >= COMPACT_AFTER)
+        due = due_for_compaction(self.merged)
         if not due:
             return
         try:

@@ -11,6 +11,7 @@ import os
 import random
 import threading
 import time
+from collections import Counter
 
 import pytest
 
@@ -20,7 +21,7 @@ from spark_jobs.runtime import heartbeat
 from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES
 from spark_jobs.status.snapshot import read_snapshot
 from spark_jobs.steps import continuous
-from spark_jobs.steps.continuous import pause_seconds, run_continuously
+from spark_jobs.steps.continuous import due_for_compaction, pause_seconds, run_continuously
 from spark_jobs.steps.ingest import run_once
 from spark_jobs.steps.maintaining import compact_gold
 from tests.e2e.kill import REPO, slices
@@ -190,6 +191,24 @@ def scheduled_run(config_path) -> dict[str, str]:
     finally:
         os.environ["TICDC_LAKE_CONFIG"] = previous
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+def test_compactions_are_spread_over_the_batches():
+    """40 tables that every batch merges into all reach COMPACT_AFTER in the same batch: the driver compacts at most
+    a tenth of them after each batch from then on, and each table again within twice COMPACT_AFTER batches."""
+    assert due_for_compaction(Counter({"a": 12, "c": 10, "b": 10, "d": 9})) == ["a"]
+    merged: Counter[str] = Counter()
+    tables = [f"gold_s.t{i:02}" for i in range(40)]
+    last = dict.fromkeys(tables, 0)
+    for batch in range(1, 61):
+        merged.update(tables)
+        due = due_for_compaction(merged)
+        assert len(due) == (0 if batch < continuous.COMPACT_AFTER else 4), (batch, due)
+        for relation in due:
+            assert batch - last[relation] < 2 * continuous.COMPACT_AFTER
+            last[relation] = batch
+            del merged[relation]
+    assert all(batch > 40 for batch in last.values())
 
 
 def test_pauses_grow_to_a_limit():

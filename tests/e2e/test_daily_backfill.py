@@ -152,15 +152,19 @@ class Airflow:
         A lock wait does not cover every case: a transaction that read first and then writes while the scheduler
         holds the write lock gets "database is locked" at once (SQLite's way out of a deadlock), whatever the
         timeout. A backfill is created again only when the refused attempt left no backfill behind."""
-        for attempt in range(1, 5):
+        attempts = 6
+        for attempt in range(1, attempts + 1):
             backfills = self.query("SELECT count(*) FROM backfill")
             done = self.cli(*args)
             refused = done.returncode != 0 and "database is locked" in done.stdout + done.stderr
             after = self.query("SELECT count(*) FROM backfill")
-            if not refused or attempt == 4 or not after or after != backfills:
+            if not refused or attempt == attempts or not after or after != backfills:
                 break
             time.sleep(2 * attempt)
-        assert done.returncode == 0, f"airflow {' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        assert done.returncode == 0, (
+            f"airflow {' '.join(args)} failed (attempt {attempt} of {attempts}; backfills {backfills} before it, "
+            f"{after} after):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        )
         return done.stdout
 
     def query(self, sql: str, *params) -> list[tuple]:
