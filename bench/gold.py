@@ -49,8 +49,8 @@ merge-on-read MERGE adds a data file and a delete file to its table and joins th
 compaction a batch's gold grows with the batches before it. `--batch-tables` tables of the many-tables shape, 50
 rows each, then N runs of `--batch-changes` changes into every table (a third updates, the rest inserts), as a
 continuous batch at 2,000 changes/s over 20 tables gives each table. Twice, each in its own subprocess: without
-compaction, and compacted as the continuous driver compacts (`continuous.due_for_compaction`, with `COMPACT_AFTER`
-set to `--compact-every`; `steps.maintaining.compact_gold`). Reported: the mean seconds of a run per window of
+compaction, and compacted as the continuous driver compacts (`continuous.due_for_compaction`, after
+`--compact-every` batches; `steps.maintaining.compact_gold`). Reported: the mean seconds of a run per window of
 `--compact-every` runs, the compactions' seconds, and the last window's mean against the first's
 (the first run of all left out: it warms the session). What is left of the growth with compaction follows the
 tables' rows (each run adds about two thirds of its changes to every table and all of them to its history).
@@ -278,12 +278,11 @@ def timed_gold(spark, config, rebuild: bool = False, source: str = SOURCE) -> di
         started = time.monotonic()
         result = build_gold(spark, config, source, rebuild=rebuild)
         seconds = time.monotonic() - started
-    built = len(result.built) // 2
     return {
         "seconds": seconds,
         "steps": timer.seconds,
         "phases": result.phases,
-        "built": built,
+        "built": len(result.built) // 2,
         "relations": result.built,
     }
 
@@ -495,13 +494,12 @@ BATCH_SEED_ROWS = 50
 
 def one_batches(batches: int, table_count: int, changes: int, compact_every: int) -> dict:
     """`batches` gold runs of `changes` changes into each of `table_count` tables; with `compact_every`, the tables
-    are compacted as the continuous driver compacts them with COMPACT_AFTER set to it. 0: never compacted."""
+    are compacted as the continuous driver compacts them, after that many batches. 0: never compacted."""
     from collections import Counter
 
     from spark_jobs.steps import continuous
     from spark_jobs.steps.maintaining import compact_gold
 
-    continuous.COMPACT_AFTER = compact_every or continuous.COMPACT_AFTER
     spark, config = tables_session(f"batches-{compact_every}")
     tables = many_tables(table_count)
     out: dict = {"tables": table_count, "changes": changes, "compact_every": compact_every, "runs": []}
@@ -514,7 +512,7 @@ def one_batches(batches: int, table_count: int, changes: int, compact_every: int
             silver.grow(tables, changes)
             step = timed_gold(spark, config, source=TABLES_SOURCE)
             built.update(step.pop("relations"))
-            due = continuous.due_for_compaction(built) if compact_every else []
+            due = continuous.due_for_compaction(built, compact_every) if compact_every else []
             if due:
                 step["compaction_s"] = compact_gold(TABLES_SOURCE, due, config).seconds
                 for relation in due:
@@ -850,9 +848,8 @@ def windows(r: dict, size: int) -> list[tuple[int, int, float, float]]:
 
 def growth(r: dict, size: int) -> float:
     """The last window's mean seconds a run (its compactions spread over its runs) against the first's."""
-    first, last = windows(r, size)[0], windows(r, size)[-1]
-    runs = lambda w: w[1] - w[0] + 1  # noqa: E731
-    return (last[2] + last[3] / runs(last)) / (first[2] + first[3] / runs(first))
+    spread = [mean + compactions / (last - first + 1) for first, last, mean, compactions in windows(r, size)]
+    return spread[-1] / spread[0]
 
 
 def batches_report(never: dict, compacted: dict) -> None:

@@ -196,10 +196,12 @@ def compact_table(spark, table: str, min_input_files: int = 5) -> Compaction:
     )
 
 
-def _compact_unless_overtaken(spark, table: str) -> tuple[Compaction, str]:
-    """The table's compaction, and why it did not happen: a run that committed to the table while it was being
-    compacted (in cluster mode runs and maintenance write at once) makes Iceberg refuse it, which leaves the
-    compaction to the next maintenance."""
+def _compaction(spark, table: str, not_compacted: str) -> tuple[Compaction, str]:
+    """The table's compaction and, where there was none, why: `not_compacted` already says why not, or a run that
+    committed to the table while it was being compacted (in cluster mode runs and maintenance write at once) made
+    Iceberg refuse it, which leaves the compaction to the next maintenance."""
+    if not_compacted:
+        return Compaction(table, 0, 0, 0), not_compacted
     try:
         return compact_table(spark, table), ""
     except Exception as exc:
@@ -215,9 +217,7 @@ def _maintain_table(
 ) -> TableMaintenance:
     started = time.monotonic()
     actions = _actions(spark)
-    compacted, not_compacted = (
-        (Compaction(table, 0, 0, 0), not_compacted) if not_compacted else _compact_unless_overtaken(spark, table)
-    )
+    compacted, not_compacted = _compaction(spark, table, not_compacted)
     dropped: list[str] = []
     if table == BRONZE_MESSAGES:
         adopted = adopt_summary_offsets(spark)

@@ -39,15 +39,16 @@ DOCS_EVERY = 10  # the docs site: once every this many status records
 COMPACT_AFTER = 10  # a gold or history table is compacted once this many batches have merged into it
 
 
-def due_for_compaction(merged: Counter[str]) -> list[str]:
+def due_for_compaction(merged: Counter[str], after: int | None = None) -> list[str]:
     """Of the tables merged into since their last compaction (with how many batches each), those to compact after
-    this batch: COMPACT_AFTER batches or more, the longest-merged first, and at most one in COMPACT_AFTER of the
-    tables a batch, so that the compactions are spread over the batches. Every table a batch touches reaches
-    COMPACT_AFTER in the same batch; compacting them all at once (40 tables: 30 s) stalled that batch's changes."""
+    this batch: `after` (default COMPACT_AFTER) batches or more, the longest-merged first, and at most one in
+    `after` of the tables a batch, so that the compactions are spread over the batches. Every table a batch touches
+    reaches the count in the same batch; compacting them all at once (40 tables: 30 s) stalled that batch's changes."""
+    after = after or COMPACT_AFTER
     ready = sorted(
-        (relation for relation, batches in merged.items() if batches >= COMPACT_AFTER), key=lambda r: (-merged[r], r)
+        (relation for relation, batches in merged.items() if batches >= after), key=lambda r: (-merged[r], r)
     )
-    return sorted(ready[: max(1, -(-len(merged) // COMPACT_AFTER))])
+    return sorted(ready[: max(1, -(-len(merged) // after))])
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,8 @@ def test_a_continuous_driver_is_not_waited_for_where_asked(tmp_path):
     release.set()
     driver.join()
 
-    release.clear(), held.clear()
+    release.clear()
+    held.clear()
     run = hold("ingest: publish gold")
     threading.Timer(0.5, release.set).start()
     with source_lock(tmp_path, "shop", "maintenance", poll_seconds=0.05, unless_held_by=CONTINUOUS_HOLDER) as locked:
