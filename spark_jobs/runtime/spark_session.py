@@ -130,7 +130,11 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
         archive = executor_env_archive(config)
         if archive is not None:
             conf["spark.archives"] = f"{archive}#{EXECUTOR_ENV}"
+    own_java_options = conf.get("spark.driver.extraJavaOptions", "")
     conf.update(rt.spark.conf)
+    if own_java_options and "spark.driver.extraJavaOptions" in rt.spark.conf:
+        # the configured JVM options come after the mode's (later ones win) instead of dropping its Derby home
+        conf["spark.driver.extraJavaOptions"] = f"{own_java_options} {rt.spark.conf['spark.driver.extraJavaOptions']}"
     # the driver's threads (and the Thrift Server's, which dbt's queries run in) get 32 MB stacks: the checks of
     # 1,000 gold tables give Spark's optimizer an OR a thousand levels deep (a union's constraints are an OR of its
     # children's), which overflows the default 1 MB; an -Xss among the settings' own options comes later and wins

@@ -72,13 +72,15 @@ class SilverResult(Result):
     left_out: int = 0  # row changes of tables the source's table rules leave out
 
 
-def _last_bronze_snapshot(spark, source: str) -> int | None:
-    rows = spark.sql(
-        f"""SELECT bronze_snapshot_id FROM {SILVER_RUNS} WHERE source = :source AND kind = 'incremental'
-            ORDER BY finished_at DESC LIMIT 1""",
+def _runs_so_far(spark, source: str) -> tuple[int | None, int | None]:
+    """(the bronze snapshot the last incremental run read up to, the highest silver_seq of any run): one read of
+    the run log for both."""
+    row = spark.sql(
+        f"""SELECT max_by(bronze_snapshot_id, finished_at) FILTER (WHERE kind = 'incremental'), max(silver_seq)
+            FROM {SILVER_RUNS} WHERE source = :source""",
         args={"source": source},
-    ).collect()
-    return rows[0][0] if rows else None
+    ).collect()[0]
+    return row[0], row[1]
 
 
 def _bronze_since(spark, source: str, start: int | None, end: int):
@@ -102,13 +104,15 @@ def _bronze_at(spark, source: str, coordinates_table: str):
     return spark.table(BRONZE_MESSAGES).where(F.col("source") == source).join(listed, coordinates, "left_semi")
 
 
-def next_silver_seq(spark, source: str) -> int:
-    """The sequence number of a new run: epoch microseconds, and above every run recorded, so it grows
-    with every run even if the clock steps back. A killed run's rows keep the number it had; the run that
-    redoes it gets a higher one, so gold (which reads rows with a higher number than it last saw) misses none."""
+def next_silver_seq(spark, source: str, last: int | None = None) -> int:
+    """The sequence number of a new run: epoch microseconds, and above every run recorded (`last`, the highest,
+    read from the run log when not given), so it grows with every run even if the clock steps back. A killed
+    run's rows keep the number it had; the run that redoes it gets a higher one, so gold (which reads rows with a
+    higher number than it last saw) misses none."""
     from pyspark.sql import functions as F
 
-    last = spark.table(SILVER_RUNS).where(F.col("source") == source).agg(F.max("silver_seq")).collect()[0][0]
+    if last is None:
+        last = spark.table(SILVER_RUNS).where(F.col("source") == source).agg(F.max("silver_seq")).collect()[0][0]
     return max(time.time_ns() // 1000, (last or 0) + 1)
 
 
@@ -124,7 +128,7 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
     started = time.monotonic()
     ensure_tables_once(spark, "bronze")
     ensure_tables_once(spark, "silver")
-    previous, current = _last_bronze_snapshot(spark, source.name), main_snapshot(spark)
+    (previous, last_seq), current = _runs_so_far(spark, source.name), main_snapshot(spark)
     pending = _has_pending(spark, source.name)
     if (current is None or current == previous) and not pending:
         log.info("source %s: bronze has nothing new since the last silver run", source.name)
@@ -133,12 +137,14 @@ def build_silver(spark, config: PipelineConfig, source_name: str) -> SilverResul
     if current is not None and current != previous:
         new = _bronze_since(spark, source.name, previous, current)
         bronze = new if bronze is None else new.unionByName(bronze)
-    seq = next_silver_seq(spark, source.name)
+    seq = next_silver_seq(spark, source.name, last_seq)
     _left_behind(spark, source)
     assert bronze is not None  # messages pending or new: the run returned above otherwise
     with expressions_for(spark, config, bronze.count()):
-        counts = decode_and_write(spark, source, bronze, seq)
-    counts["quarantined"] = counts.get("quarantine", 0) + merges.expire_pending(spark, source)
+        counts = decode_and_write(spark, source, bronze, seq, pending=pending)
+    # rows wait only if some waited before or this run left some waiting
+    waited = pending or bool(counts.get("waiting"))
+    counts["quarantined"] = counts.get("quarantine", 0) + (merges.expire_pending(spark, source) if waited else 0)
     return record_run(
         spark,
         config,
@@ -197,9 +203,12 @@ def _last_commit_per_partition(spark, source: str) -> dict[tuple[str, int], int]
     return {(r["topic"], r["partition"]): r["commit_ts"] for r in rows if r["commit_ts"] is not None}
 
 
-def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, replaying: bool = False) -> dict[str, int]:
+def decode_and_write(
+    spark, source: SourceSettings, bronze, silver_seq: int, replaying: bool = False, pending: bool | None = None
+) -> dict[str, int]:
     """Decode bronze rows with the source's codec inside Spark tasks and merge the results into silver
-    (new row changes marked with the run's `silver_seq`)."""
+    (new row changes marked with the run's `silver_seq`). `pending`: whether rows of the source waited for
+    their schema before the run (None: not known, read when needed)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -225,6 +234,7 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
             .agg(
                 F.count("*").alias("events"),
                 F.count_if(F.col("event_index") == 0).alias("messages"),  # every message has one event 0
+                F.count_if(merges.enum_index_flagged()).alias("enum_indexes"),
                 *merges.row_shapes(),
             )
             .collect()
@@ -242,14 +252,15 @@ def decode_and_write(spark, source: SourceSettings, bronze, silver_seq: int, rep
     )
     if counts.get("row"):
         tables = len({(r["database"], r["table"]) for r in rows})
-        merges.merge_row_changes(spark, source.name, decoded, silver_seq, lowest, tables, counts["row"])
+        enum_indexes = sum(r["enum_indexes"] for r in rows)
+        merges.merge_row_changes(spark, source.name, decoded, silver_seq, lowest, tables, counts["row"], enum_indexes)
     if counts.get("watermark"):
         merges.merge_watermarks(spark, decoded)
     if counts.get(ERASED):
         record_erased_messages(spark, decoded, source.name, counts[ERASED])
     if counts.get("quarantine") or counts.get("waiting") or replaying:
         merges.merge_quarantine(spark, source, bronze, decoded, replaying)
-    if not replaying and (counts.get("waiting") or _has_pending(spark, source.name)):
+    if not replaying and (counts.get("waiting") or (_has_pending(spark, source.name) if pending is None else pending)):
         merges.update_pending(spark, source.name, decoded)
     decoded.unpersist()
     return counts

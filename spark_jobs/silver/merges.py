@@ -15,6 +15,7 @@ from typing import Any
 
 from spark_jobs import ddl
 from spark_jobs.config import SourceSettings, TableRules
+from spark_jobs.runtime.iceberg import iceberg_table, main_head
 from spark_jobs.runtime.sql import temp_view
 from spark_jobs.runtime.tables import (
     BRONZE_MESSAGES,
@@ -82,7 +83,14 @@ RANGED_FILES = 16
 
 
 def merge_row_changes(
-    spark, source: str, decoded, silver_seq: int, since: int | None = None, tables: int = 1, rows: int = 0
+    spark,
+    source: str,
+    decoded,
+    silver_seq: int,
+    since: int | None = None,
+    tables: int = 1,
+    rows: int = 0,
+    enum_indexes: int | None = None,
 ) -> None:
     """Row changes once each; the first copy (in Kafka order) of a redelivered change is kept. Each new row
     carries the run's `silver_seq`, which is how gold finds what silver gained since its last run.
@@ -91,7 +99,8 @@ def merge_row_changes(
     the batch and with silver; a batch with copies goes through a window that keeps the first and a MERGE.
 
     `tables` and `rows`, the batch's counts of tables and of row changes, decide whether the append is written in
-    ranges of tables (RANGED_FROM_ROWS).
+    ranges of tables (RANGED_FROM_ROWS). `enum_indexes`, the batch's count of rows flagged enum_index (None: not
+    counted), spares a batch with none the read of the source's ENUM/SET history.
 
     `since`, the lowest commit ts among the batch's rows, bounds what is read of silver: a copy of a batch row
     has the same commit ts (it is part of the change's identity), so no copy is older, and files whose commit ts
@@ -103,7 +112,8 @@ def merge_row_changes(
     from pyspark.sql.window import Window
 
     batch = decoded.where("kind = 'row'")
-    changes = _label_enums(spark, source, batch).withColumn("silver_seq", F.lit(silver_seq))
+    labelled = batch if enum_indexes == 0 else _label_enums(spark, source, batch)
+    changes = labelled.withColumn("silver_seq", F.lit(silver_seq))
     if not _has_copies(spark, source, batch, since):
         if rows >= RANGED_FROM_ROWS and tables > 1:
             changes = changes.repartitionByRange(min(tables, RANGED_FILES), "database", "table")
@@ -131,14 +141,15 @@ def _has_copies(spark, source: str, batch, since: int | None) -> bool:
     from pyspark.sql import functions as F
 
     identity = batch.select(*CHANGE_IDENTITY)
-    if not identity.groupBy(*CHANGE_IDENTITY).count().where("count > 1").isEmpty():
-        return True
+    twice = identity.groupBy(*CHANGE_IDENTITY).count().where("count > 1").select(F.lit(1).alias("copy"))
     stored = spark.table(SILVER_ROW_CHANGES).where(F.col("source") == source)
     if since is not None:
         stored = stored.where((F.col("commit_ts") >= since) | F.col("commit_ts").isNull())
     b, t = identity.alias("b"), stored.select(*CHANGE_IDENTITY).alias("t")
     same = [F.col(f"b.{c}").eqNullSafe(F.col(f"t.{c}")) for c in CHANGE_IDENTITY]
-    return not b.join(t, same, "left_semi").isEmpty()
+    in_silver = b.join(t, same, "left_semi").select(F.lit(1).alias("copy"))
+    # one job for both questions (an isEmpty each took two, and more when the first partitions it read were empty)
+    return twice.unionByName(in_silver).limit(1).count() > 0
 
 
 def merge_watermarks(spark, decoded) -> None:
@@ -658,13 +669,34 @@ def _write_ddl_events(spark, rows: list[DdlEventRow]) -> None:
             WHEN NOT MATCHED THEN INSERT *""")
 
 
+# per source: ((the table's location, the snapshot read), the events read at it)
+_RECORDED_READ: dict[str, tuple[tuple[str, int], list]] = {}
+
+
 def _recorded_ddl_events(spark, source: str) -> list:
-    """The source's DDL events silver holds, in commit order."""
-    return spark.sql(
-        f"""SELECT * FROM {SILVER_DDL_EVENTS} WHERE source = :source
-            ORDER BY commit_ts, topic, `partition`, `offset`""",
-        args={"source": source},
-    ).collect()
+    """The source's DDL events silver holds, in commit order. A run reads them twice (its DDL merge, the ENUM
+    labels) and most runs add none: the events read at a snapshot are kept and reused while it is the table's
+    head (an Iceberg snapshot never changes), so the query runs only after a DDL was written."""
+    from pyspark.sql import functions as F
+
+    table = iceberg_table(spark, SILVER_DDL_EVENTS)
+    head = main_head(table)
+    if head is None:
+        return []
+    at = (str(table.location()), head)
+    read = _RECORDED_READ.get(source)
+    if read is not None and read[0] == at:
+        return read[1]
+    events = (
+        spark.read.format("iceberg")
+        .option("snapshot-id", head)
+        .load(SILVER_DDL_EVENTS)
+        .where(F.col("source") == source)
+        .orderBy("commit_ts", "topic", "partition", "offset")
+        .collect()
+    )
+    _RECORDED_READ[source] = (at, events)
+    return events
 
 
 def schemas_in_force(spark, source: str) -> dict[tuple, dict | None]:
@@ -696,13 +728,10 @@ def schema_history(spark, source: str):
     """Every ENUM/SET definition of the source's tables over time, from silver.ddl_events:
     {(database, table): [(commit_ts, {column: ("enum" | "set", [labels])})]} in commit order. Canal-JSON
     (without content-compatible) and the Open protocol send ENUM/SET values as index/bitmask."""
-    rows = spark.sql(
-        f"""SELECT database, `table`, commit_ts, table_schema FROM {SILVER_DDL_EVENTS}
-            WHERE source = :source AND `table` IS NOT NULL ORDER BY commit_ts""",
-        args={"source": source},
-    ).collect()
     history: dict = {}
-    for r in rows:
+    for r in _recorded_ddl_events(spark, source):
+        if r["table"] is None:
+            continue
         history.setdefault((r["database"], r["table"]), []).append(
             (r["commit_ts"], _enum_columns(json.loads(r["table_schema"]) if r["table_schema"] else None))
         )
@@ -717,6 +746,13 @@ def _enum_columns(table_schema: dict | None) -> dict[str, tuple[str, list[str]]]
         for c in table_schema["columns"]
         if c["type"] in ("enum", "set") and c.get("elements") is not None
     }
+
+
+def enum_index_flagged():
+    """Whether a row was sent with ENUM/SET indexes instead of labels (its flags hold enum_index)."""
+    from pyspark.sql import functions as F
+
+    return F.array_contains(F.coalesce("flags", F.array().cast("array<string>")), "enum_index")
 
 
 def _label_enums(spark, source: str, rows):
@@ -753,7 +789,7 @@ def labelled_rows(spark, rows, history):
         "database STRING, `table` STRING, since BIGINT, until BIGINT, "
         "definitions MAP<STRING, STRUCT<kind: STRING, labels: ARRAY<STRING>>>",
     ).where("size(definitions) > 0")
-    flagged = F.array_contains(F.coalesce("flags", F.array().cast("array<string>")), "enum_index")
+    flagged = enum_index_flagged()
     r, d = rows.where(flagged).alias("r"), F.broadcast(definitions).alias("d")
     in_force = (
         (F.col("r.database") == F.col("d.database"))

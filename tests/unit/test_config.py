@@ -250,3 +250,20 @@ def test_the_thrift_server_starts_with_the_pipelines_spark_settings(tmp_path):
     assert "hive.server2.thrift.port=10001" in command and command[-1] == "spark-internal"
     with pytest.raises(ConfigError, match=r"needs runtime\.mode cluster"):
         thrift_server_command(load_config(write(tmp_path, GOOD)))
+
+
+def test_configured_driver_java_options_follow_the_modes_own(tmp_path, monkeypatch):
+    """A configured spark.driver.extraJavaOptions (a GC log, say) is added after the embedded mode's Derby home and
+    temporary directory, not put in their place: without them the metastore would be created in the working
+    directory."""
+    from spark_jobs.runtime import iceberg_runtime, spark_session
+
+    monkeypatch.setattr(iceberg_runtime, "prepare_iceberg_runtime", lambda cache_dir: [])
+    text = GOOD.replace(
+        "  local_dir: lake\n", "  local_dir: lake\n  spark: {conf: {spark.driver.extraJavaOptions: -Xlog:gc}}\n"
+    )
+    options = spark_session.spark_conf(load_config(write(tmp_path, text)))["spark.driver.extraJavaOptions"].split()
+    derby = [o for o in options if o.startswith("-Dderby.system.home=")]
+    assert len(derby) == 1
+    assert options[-1] == "-Xlog:gc" and options.index(derby[0]) < options.index("-Xlog:gc")
+    assert spark_session.DRIVER_THREAD_STACK in options
