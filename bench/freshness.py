@@ -35,7 +35,10 @@ p50 <= 15 s and p95 <= 30 s at 2,000 changes/s over 20 tables for 10 minutes.
 Memory: every 5 s the RSS of the driver's JVM, of the driver's Python process and the sum over the Python workers
 (`pyspark.daemon` and the workers it forks; pages shared with the daemon counted in each, so an upper bound), from
 psutil (else /proc); the mean of each minute of production, and the last minute's against the second (goal: at
-most 1.1x; with 2 minutes or less the second minute is the last).
+most 1.1x; with 2 minutes or less the second minute is the last). RSS cannot tell a leak from a heap that grows: the
+JVM commits its heap as it grows towards its limit and keeps it. So the driver's JVM also writes a GC log (`gc.log`
+there, a line per collection: the heap before and after it and the heap committed), and each minute reports the
+least heap left after a collection (the data still live: a leak makes it climb) and the most heap committed.
 
 The profile: each batch's seconds split into land, decode and gold from the driver's log lines (land's and gold's
 lines give their seconds and phases; decode is the rest of the batch: silver and the run's own bookkeeping), and
@@ -103,6 +106,8 @@ CATCH_UP_TIMEOUT = 300.0  # after the last change, for a publication that includ
 STOP_TIMEOUT = 300.0  # the batch under way when the driver is asked to stop
 GOAL_P50, GOAL_P95, GOAL_MEMORY = 15.0, 30.0, 1.1
 MB = 1024 * 1024
+GC_LOG = BENCH_DIR / "gc.log"
+GC_RE = re.compile(r"^\[([^\]]+)\] GC\(\d+\) Pause .* \d+M->(\d+)M\((\d+)M\)")
 
 log = logging.getLogger("bench.freshness")
 
@@ -487,6 +492,30 @@ class MemorySampler:
         return (cpu1 - cpu0) / (t1 - t0) if t1 > t0 else None, statistics.fmean(c[2] for c in within)
 
 
+def gc_java_options(path: Path) -> str:
+    """The driver JVM's option for its GC log: a line per collection, stamped with the wall clock in UTC."""
+    return f"-Xlog:gc:file={path}:utctime"
+
+
+def gc_per_minute(path: Path, origin: float, minutes: int) -> dict[str, list[float | None]]:
+    """Per minute of production, from the driver JVM's GC log: the least heap (MB) left after a collection, and the
+    most heap committed."""
+    after: list[list[int]] = [[] for _ in range(minutes)]
+    committed: list[list[int]] = [[] for _ in range(minutes)]
+    for line in path.read_text().splitlines() if path.exists() else []:
+        found = GC_RE.match(line)
+        if not found:
+            continue
+        at = dt.datetime.strptime(found[1], "%Y-%m-%dT%H:%M:%S.%f%z").timestamp() - origin
+        if 0 <= at < minutes * 60:
+            after[int(at // 60)].append(int(found[2]))
+            committed[int(at // 60)].append(int(found[3]))
+    return {
+        "driver JVM heap after GC": [float(min(m)) if m else None for m in after],
+        "driver JVM heap committed": [float(max(m)) if m else None for m in committed],
+    }
+
+
 # ---- the driver's log: each batch's seconds split into land, decode and gold --------------------------------------
 
 LAND_RE = re.compile(r": (?:landed (\d+) records|nothing new to land).*, ([\d.]+)s \(([^()]*)\)$")
@@ -691,7 +720,8 @@ def measure(
         queue_max=producer.queue_max,
         publications=publications.arrays(),
         heartbeat=publications.last,
-        memory=sampler.per_minute(max(1, int(np.ceil(args.minutes)))),
+        memory=sampler.per_minute(max(1, int(np.ceil(args.minutes))))
+        | gc_per_minute(GC_LOG, producer.started_at, max(1, int(np.ceil(args.minutes)))),
         memory_method=sampler.method,
         cores=sampler.cores(args.minutes * 60),
         log_batches=parse_driver_log(log_path),
@@ -770,6 +800,7 @@ def run(args) -> dict:
         return run_cluster(args)
     with EmbeddedBroker(BENCH_DIR / "broker") as broker:
         config = bench_pipeline([source_settings(broker.bootstrap)], BENCH_DIR, "bench-freshness", "2g")
+        config.runtime.spark.conf["spark.driver.extraJavaOptions"] = gc_java_options(GC_LOG)
         path = write_config(config, BENCH_DIR / "bench-freshness.yaml")
         return measure(args, broker.bootstrap, path, BENCH_DIR)
 
@@ -785,6 +816,7 @@ def run_cluster(args) -> dict:
         bootstrap = f"127.0.0.1:{cluster.port('broker')}"
         raw = yaml.safe_load(cluster.config_path.read_text())
         raw["sources"] = [dataclasses.asdict(source_settings(bootstrap))]
+        raw["runtime"]["spark"].setdefault("conf", {})["spark.driver.extraJavaOptions"] = gc_java_options(GC_LOG)
         path = BENCH_DIR / "bench-freshness-cluster.yaml"
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
         local_dir = Path(raw["runtime"]["local_dir"])
@@ -875,13 +907,16 @@ def report(args, r: dict) -> None:
             )
     minutes = len(next(iter(r["memory"].values()), []))
     note = " (the second minute is the last)" if minutes <= 2 else ""
-    print(f"memory (RSS MB, mean per minute of production, {r['memory_method']}; last minute / second{note}):")
+    print(
+        f"memory (MB per minute of production: RSS, the mean, {r['memory_method']}; the driver JVM's heap after GC, "
+        f"the least, and committed, the most; last minute / second{note}):"
+    )
     for kind, means in r["memory"].items():
         if not any(means):
             continue  # none of that kind (the driver's local workers in cluster mode)
         ratio = r["memory_ratio"][kind]
         shown = " ".join("-" if m is None else f"{m:,.0f}" for m in means)
-        print(f"  {kind:<18} {shown}  ratio {'-' if ratio is None else f'{ratio:.2f}'}")
+        print(f"  {kind:<25} {shown}  ratio {'-' if ratio is None else f'{ratio:.2f}'}")
     if r.get("stopped"):
         print(f"stopped: {r['stopped']}")
     elif r.get("last_by_stopped_batch"):
@@ -908,15 +943,16 @@ def summary(args, r: dict) -> list[dict]:
             "<= 1.0",
         ),
     ]
-    for kind in ("driver JVM", "workers", "executor JVMs", "executor workers"):
+    for kind in ("driver JVM", "driver JVM heap after GC", "workers", "executor JVMs", "executor workers"):
         means, ratio = r["memory"].get(kind), r["memory_ratio"].get(kind)
         if means and ratio is not None:
             second = means[1] if len(means) > 1 else means[0]
+            measure = kind if "heap" in kind else f"{kind} RSS"
             rows.append(
                 summary_row(
                     "freshness",
                     case,
-                    f"{kind} RSS last minute {means[-1]:,.0f} MB",
+                    f"{measure} last minute {means[-1]:,.0f} MB",
                     f"second minute {second:,.0f} MB",
                     ratio,
                     f"<= {GOAL_MEMORY}",
