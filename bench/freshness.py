@@ -711,6 +711,7 @@ def measure(
             out["last_by_stopped_batch"] = True
         sampler.close()
         producer.close()
+    minutes = max(1, int(np.ceil(args.minutes)))
     out.update(
         driver_exit=code,
         commits=np.frombuffer(producer.commits, dtype=np.int64) if producer.commits else np.zeros(0, np.int64),
@@ -720,8 +721,7 @@ def measure(
         queue_max=producer.queue_max,
         publications=publications.arrays(),
         heartbeat=publications.last,
-        memory=sampler.per_minute(max(1, int(np.ceil(args.minutes))))
-        | gc_per_minute(GC_LOG, producer.started_at, max(1, int(np.ceil(args.minutes)))),
+        memory=sampler.per_minute(minutes) | gc_per_minute(GC_LOG, producer.started_at, minutes),
         memory_method=sampler.method,
         cores=sampler.cores(args.minutes * 60),
         log_batches=parse_driver_log(log_path),

@@ -204,11 +204,11 @@ def _last_commit_per_partition(spark, source: str) -> dict[tuple[str, int], int]
 
 
 def decode_and_write(
-    spark, source: SourceSettings, bronze, silver_seq: int, replaying: bool = False, pending: bool | None = None
+    spark, source: SourceSettings, bronze, silver_seq: int, replaying: bool = False, pending: bool = False
 ) -> dict[str, int]:
     """Decode bronze rows with the source's codec inside Spark tasks and merge the results into silver
     (new row changes marked with the run's `silver_seq`). `pending`: whether rows of the source waited for
-    their schema before the run (None: not known, read when needed)."""
+    their schema before the run (build_silver has read it)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -260,7 +260,7 @@ def decode_and_write(
         record_erased_messages(spark, decoded, source.name, counts[ERASED])
     if counts.get("quarantine") or counts.get("waiting") or replaying:
         merges.merge_quarantine(spark, source, bronze, decoded, replaying)
-    if not replaying and (counts.get("waiting") or (_has_pending(spark, source.name) if pending is None else pending)):
+    if not replaying and (counts.get("waiting") or pending):
         merges.update_pending(spark, source.name, decoded)
     decoded.unpersist()
     return counts
