@@ -411,10 +411,15 @@ def timed_run(spark, config, source: str = SOURCE) -> tuple[float, int, dict[str
     from spark_jobs.bronze.land import land_bronze
 
     tracker = spark.sparkContext.statusTracker()
-    jobs = len(tracker.getJobIdsForGroup(None))
+    jobs = max(tracker.getJobIdsForGroup(None), default=-1)  # ids are sequential; the store keeps only the last
     started = time.monotonic()
     r = land_bronze(spark, config, source)
-    return time.monotonic() - started, r.records, dict(r.phases), len(tracker.getJobIdsForGroup(None)) - jobs
+    return (
+        time.monotonic() - started,
+        r.records,
+        dict(r.phases),
+        max(tracker.getJobIdsForGroup(None), default=-1) - jobs,
+    )
 
 
 def add_history(spark, commits: int) -> int:

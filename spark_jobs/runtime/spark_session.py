@@ -52,6 +52,14 @@ def _discard_half_created_metastore(paths: dict[str, Path]) -> Path:
 DRIVER_THREAD_STACK = "-Xss32m"
 
 
+STATUS_STORE_LIMITS = {
+    "spark.sql.ui.retainedExecutions": "50",
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
+    "spark.ui.dagGraph.retainedRootRDDs": "100",
+}
+
+
 def spark_conf(config: PipelineConfig) -> dict[str, str]:
     """All Spark settings for the configured mode (shown by `ticdc-lake config`)."""
     rt = config.runtime
@@ -65,6 +73,10 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.iceberg.handle-timestamp-without-timezone": "true",
+        # with the UI off nothing reads Spark's status store, yet it keeps the plans and metrics of the last 1,000
+        # statements, jobs and stages: a continuous driver runs a hundred statements a batch, so the store would
+        # grow for its first ten batches (docs/performance.md, "Continuous mode")
+        **STATUS_STORE_LIMITS,
     }
     if rt.mode == "embedded":
         from spark_jobs.runtime.iceberg_runtime import prepare_iceberg_runtime
