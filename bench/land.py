@@ -411,15 +411,16 @@ def timed_run(spark, config, source: str = SOURCE) -> tuple[float, int, dict[str
     from spark_jobs.bronze.land import land_bronze
 
     tracker = spark.sparkContext.statusTracker()
-    jobs = max(tracker.getJobIdsForGroup(None), default=-1)  # ids are sequential; the store keeps only the last
+    last_job = _last_job_id(tracker)
     started = time.monotonic()
     r = land_bronze(spark, config, source)
-    return (
-        time.monotonic() - started,
-        r.records,
-        dict(r.phases),
-        max(tracker.getJobIdsForGroup(None), default=-1) - jobs,
-    )
+    return time.monotonic() - started, r.records, dict(r.phases), _last_job_id(tracker) - last_job
+
+
+def _last_job_id(tracker) -> int:
+    """The newest Spark job's id (-1: none yet): ids are sequential, and the status store keeps only the last jobs,
+    so a count of the jobs it lists stops growing."""
+    return max(tracker.getJobIdsForGroup(None), default=-1)
 
 
 def add_history(spark, commits: int) -> int:
