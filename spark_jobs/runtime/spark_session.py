@@ -60,6 +60,9 @@ STATUS_STORE_LIMITS = {
 }
 
 
+PYTHON_TASK_KILL_TIMEOUT = "60s"
+
+
 def spark_conf(config: PipelineConfig) -> dict[str, str]:
     """All Spark settings for the configured mode (shown by `ticdc-lake config`)."""
     rt = config.runtime
@@ -77,6 +80,11 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
         # statements, jobs and stages: a continuous driver runs a hundred statements a batch, so the store would
         # grow for its first ten batches (docs/performance.md, "Continuous mode")
         **STATUS_STORE_LIMITS,
+        # Spark 3.5 destroys a killed task's Python worker this long after the kill even when the task has already
+        # given the worker back to the idle pool, and the pool then hands the closed socket to the next task
+        # ("Socket is closed"): a killed task (a sibling of a failed one) gets a minute to finish on its own
+        # (docs/environment.md, "A killed task's Python worker")
+        "spark.python.task.killTimeout": PYTHON_TASK_KILL_TIMEOUT,
     }
     if rt.mode == "embedded":
         from spark_jobs.runtime.iceberg_runtime import prepare_iceberg_runtime
