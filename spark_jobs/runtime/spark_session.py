@@ -60,9 +60,6 @@ STATUS_STORE_LIMITS = {
 }
 
 
-PYTHON_TASK_KILL_TIMEOUT = "60s"
-
-
 def spark_conf(config: PipelineConfig) -> dict[str, str]:
     """All Spark settings for the configured mode (shown by `ticdc-lake config`)."""
     rt = config.runtime
@@ -84,7 +81,7 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
         # given the worker back to the idle pool, and the pool then hands the closed socket to the next task
         # ("Socket is closed"): a killed task (a sibling of a failed one) gets a minute to finish on its own
         # (docs/environment.md, "A killed task's Python worker")
-        "spark.python.task.killTimeout": PYTHON_TASK_KILL_TIMEOUT,
+        "spark.python.task.killTimeout": "60s",
     }
     if rt.mode == "embedded":
         from spark_jobs.runtime.iceberg_runtime import prepare_iceberg_runtime

@@ -4,9 +4,12 @@ docs/environment.md, "A killed task's Python worker")."""
 
 from __future__ import annotations
 
+import os
+import pathlib
 import time
 
 import pytest
+from pyspark import TaskContext
 
 pytestmark = pytest.mark.e2e
 
@@ -18,11 +21,6 @@ def test_the_python_job_after_a_failed_one_gets_live_workers(spark, tmp_path):
 
     def fail_partition_zero(batches):
         """Partition 0 fails once partition 1's first worker is back in the pool; partition 1 passes its rows on."""
-        import os
-        import time
-
-        from pyspark import TaskContext
-
         if TaskContext.get().partitionId() == 0:
             deadline = time.monotonic() + 60
             while not os.path.exists(idle) and time.monotonic() < deadline:
@@ -33,9 +31,6 @@ def test_the_python_job_after_a_failed_one_gets_live_workers(spark, tmp_path):
     def hold_the_task(batches):
         """A second Python stage of the same task: once it has read every row, the first stage's worker is idle
         in the pool, and the task runs on (killed when partition 0 fails) for SIBLING_SECONDS."""
-        import pathlib
-        import time
-
         rows = list(batches)
         pathlib.Path(idle).touch()
         time.sleep(SIBLING_SECONDS)
