@@ -266,6 +266,7 @@ def build_gold(
             position.consistent_ts,
             position.consistency,
             position.silver_seq,
+            position.ddl_events,
             state,
             request,
             settings,

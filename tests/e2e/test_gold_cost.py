@@ -18,6 +18,7 @@ from spark_jobs.gold import docs as gold_docs
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
+from spark_jobs.gold.plan import SCHEMA_VERSIONS
 from spark_jobs.gold.publish import latest_publication
 from spark_jobs.runtime.iceberg import main_snapshot
 from spark_jobs.runtime.tables import GOLD_PUBLICATIONS
@@ -126,6 +127,11 @@ def statements(monkeypatch):
         yield ran
 
 
+def replays_read(ran: list[str]) -> int:
+    """How many of the statements read the source's schema versions (dbt's DDL replay)."""
+    return sum(f"FROM {SCHEMA_VERSIONS} WHERE" in q for q in ran)
+
+
 def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config, monkeypatch):
     """The first run counts as large (merges.RANGED_FROM_ROWS): silver writes it in ranges of tables, and what a
     model reads of it, one table's changes, skips the other tables' files; the second, small, is one file."""
@@ -151,6 +157,7 @@ def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config,
     with statements(monkeypatch) as ran:
         second = carry(spark, broker, config, second_run())
     assert ran and not [q for q in ran if q.startswith(BOOKKEEPING_DDL)]  # the tables were ensured once, before
+    assert not replays_read(ran)  # no DDL since the first run: the schema versions it read still hold
     assert silver_files(spark) == files + 1  # a small run: one file
     assert second.consistent_ts == tso(300)
     assert_gold_is_upstream(spark, SOURCE, Workload(0, "canal-json", events, []), tso(300))
@@ -193,8 +200,9 @@ def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config,
     truncated = Ddl(
         tso(500), "many", "t5", sql, "truncate_partition", table_after=partitioned, table_before=partitioned
     )
-    fourth = carry(spark, broker, config, [truncated, Watermark(tso(600))])
-    assert fourth.needing_snapshot == ["many.t5"]
+    with statements(monkeypatch) as ran:
+        fourth = carry(spark, broker, config, [truncated, Watermark(tso(600))])
+    assert fourth.needing_snapshot == ["many.t5"] and replays_read(ran) == 1  # a DDL: the replay is read again
     fifth = carry(spark, broker, config, [Watermark(tso(700))])
     assert fifth.built == [] and fifth.needing_snapshot == ["many.t5"]
     assert build_gold(spark, config, SOURCE).needing_snapshot == ["many.t5"]
