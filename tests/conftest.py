@@ -6,6 +6,7 @@ directories of earlier runs that are no longer alive, never those of a run still
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -85,6 +86,13 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("seconds per test file")
     for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda item: -item[1]):
         terminalreporter.write_line(f"{seconds:8.1f}s {path}")
+
+
+def pytest_unconfigure(config):
+    """After the session, a log line no handler can write is dropped, not printed as a traceback: py4j's garbage
+    collection thread may still log (`logging.info`, the root logger) once the session's JVM has exited, through a
+    handler a test set up on the stream pytest captured and has closed by then."""
+    logging.raiseExceptions = False
 
 
 def pytest_sessionstart(session):
