@@ -147,7 +147,12 @@ class LoopbackCluster:
 
     # -- up -----------------------------------------------------------------------------------------------------
 
-    def up(self, base_config: Path = DEFAULT_CONFIG, airflow: bool = True) -> LoopbackCluster:
+    def up(
+        self, base_config: Path = DEFAULT_CONFIG, airflow: bool = True, executor_java_options: str = ""
+    ) -> LoopbackCluster:
+        """Start every service. `executor_java_options` go to every executor's JVM (`spark.executor.extraJavaOptions`
+        in the cluster's configuration), as `SPARK_SUBMIT_OPTS` go to what `spark-submit` starts; the tests give
+        both C1 only (docs/environment.md)."""
         if any(self.running().values()):
             raise RuntimeError(f"a cluster already runs from {self.directory}; `ticdc-kit cluster down` first")
         load_config(base_config)  # a bad configuration stops here, before anything starts
@@ -160,7 +165,7 @@ class LoopbackCluster:
             self._start_metastore()
             self._start_broker()
             self._start_spark()
-            self._write_config(base_config)
+            self._write_config(base_config, executor_java_options)
             self._pack_executor_env()
             self._start_thrift_server()
             if airflow:
@@ -299,7 +304,7 @@ class LoopbackCluster:
     def master_url(self) -> str:
         return f"spark://127.0.0.1:{self.port('spark-master')}"
 
-    def _write_config(self, base_config: Path) -> None:
+    def _write_config(self, base_config: Path, executor_java_options: str) -> None:
         """The pipeline configuration in cluster mode: this cluster's runtime, the base configuration's sources,
         maintenance, freshness and daily settings (as written: `${...}` references stay for the services'
         environment to resolve)."""
@@ -321,6 +326,7 @@ class LoopbackCluster:
                     # the metastore's Derby has no lock tables (HIVE_LOCKS): Iceberg must not ask for locks;
                     # the pipeline's own lock (runtime/lock.py) keeps one writer per source
                     "spark.hadoop.iceberg.engine.hive.lock-enabled": "false",
+                    **({"spark.executor.extraJavaOptions": executor_java_options} if executor_java_options else {}),
                 },
             },
             "catalog": {

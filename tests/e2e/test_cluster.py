@@ -32,6 +32,7 @@ import pytest
 from spark_jobs.config import DEFAULT_CONFIG
 from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES
 from tests.conftest import TEST_HOME
+from tests.jvm_archive import JIT_OPTIONS
 from ticdc_devkit.broker import create_topics, produce
 from ticdc_devkit.cluster import LoopbackCluster
 from ticdc_devkit.simulator.model import RowChange, Watermark
@@ -48,7 +49,7 @@ OPTIONS = {"enable-tidb-extension": True}
 
 @pytest.fixture(scope="module")
 def cluster():
-    cluster = LoopbackCluster(TEST_HOME / "cluster").up(DEFAULT_CONFIG)
+    cluster = LoopbackCluster(TEST_HOME / "cluster").up(DEFAULT_CONFIG, executor_java_options=JIT_OPTIONS)
     yield cluster
     cluster.down()
 
