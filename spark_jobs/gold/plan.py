@@ -25,12 +25,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from spark_jobs.config import GoldSettings
 from spark_jobs.gold import models as gold_models
 from spark_jobs.gold.layout import table_layout
 from spark_jobs.gold.publish import TableState
-from spark_jobs.runtime.iceberg import iceberg_table, main_head
+from spark_jobs.runtime.iceberg import kept_while_head
 from spark_jobs.runtime.sql import quote_ident
 from spark_jobs.runtime.tables import SILVER_DDL_EVENTS, SILVER_ROW_CHANGES
 
@@ -142,21 +143,17 @@ class _Table:
 
 
 # per source: ((silver.ddl_events' location, its head, the DDL events the consistent ts has passed), the versions)
-_VERSIONS_READ: dict[str, tuple[tuple[str, int | None, int], list]] = {}
+_VERSIONS_READ: dict[str, tuple[tuple, Any]] = {}
 
 
 def _schema_versions(spark, source: str, ddl_events: int) -> list[_Table]:
     """The source's schema versions, oldest first per table. The replay reads only the DDL events the consistent
-    ts has passed (`ddl_events` of them): while silver.ddl_events has the same head (an Iceberg snapshot never
-    changes) and the consistent ts has passed as many of them, it is the same set of events and the same
-    versions, so a long-lived process (continuous mode) reads them again only after a DDL or a rewrite."""
-    table = iceberg_table(spark, SILVER_DDL_EVENTS)
-    at = (str(table.location()), main_head(table), ddl_events)
-    read = _VERSIONS_READ.get(source)
-    if read is not None and read[0] == at:
-        rows = read[1]
-    else:
-        rows = spark.sql(
+    ts has passed (`ddl_events` of them): while silver.ddl_events has the same head and the consistent ts has
+    passed as many of them, it is the same set of events and the same versions, so a long-lived process
+    (continuous mode) reads them again only after a DDL or a rewrite."""
+
+    def read(_head: int | None) -> list:
+        return spark.sql(
             f"""SELECT table_uid, upstream_database, upstream_table, ddl_type, valid_from_ts, valid_to_ts,
                        to_json(columns) AS columns, key_columns, is_dropped, needs_snapshot,
                        sha2(to_json(struct(upstream_database, upstream_table, columns, key_columns)), 256)
@@ -164,7 +161,8 @@ def _schema_versions(spark, source: str, ddl_events: int) -> list[_Table]:
                 FROM {SCHEMA_VERSIONS} WHERE source_name = :source""",
             args={"source": source},
         ).collect()
-        _VERSIONS_READ[source] = (at, rows)
+
+    rows = kept_while_head(_VERSIONS_READ, spark, SILVER_DDL_EVENTS, source, read, ddl_events)
     tables: dict[str, _Table] = {}
     for r in sorted(rows, key=lambda r: r["valid_from_ts"]):
         tables.setdefault(r["table_uid"], _Table(r["table_uid"])).versions.append(r)

@@ -3,7 +3,12 @@ offer only as statements without parameters (CREATE BRANCH, CALL ...) take names
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from spark_jobs.runtime.tables import BRONZE_MESSAGES
+
+T = TypeVar("T")
 
 
 def iceberg_table(spark, table: str):
@@ -26,3 +31,20 @@ def main_head(table) -> int | None:
     """Main's head of a table loaded with `iceberg_table`."""
     ref = table.refs().get("main")
     return ref.snapshotId() if ref is not None else None
+
+
+def kept_while_head(
+    kept: dict[str, tuple[tuple, Any]], spark, table: str, key: str, read: Callable[[int | None], T], *also: object
+) -> T:
+    """`read(head)` of `table` for `key`, kept in `kept` and given again while the table has the same head (an
+    Iceberg snapshot never changes) and `also` is the same: a long-lived process reads again only after a commit
+    to the table. The table's location is part of the key, so two lakehouses in one process never share a read."""
+    loaded = iceberg_table(spark, table)
+    head = main_head(loaded)
+    at = (str(loaded.location()), head, *also)
+    found = kept.get(key)
+    if found is not None and found[0] == at:
+        return found[1]
+    value = read(head)
+    kept[key] = (at, value)
+    return value

@@ -15,7 +15,7 @@ from typing import Any
 
 from spark_jobs import ddl
 from spark_jobs.config import SourceSettings, TableRules
-from spark_jobs.runtime.iceberg import iceberg_table, main_head
+from spark_jobs.runtime.iceberg import kept_while_head
 from spark_jobs.runtime.sql import temp_view
 from spark_jobs.runtime.tables import (
     BRONZE_MESSAGES,
@@ -670,33 +670,28 @@ def _write_ddl_events(spark, rows: list[DdlEventRow]) -> None:
 
 
 # per source: ((the table's location, the snapshot read), the events read at it)
-_RECORDED_READ: dict[str, tuple[tuple[str, int], list]] = {}
+_RECORDED_READ: dict[str, tuple[tuple, Any]] = {}
 
 
 def _recorded_ddl_events(spark, source: str) -> list:
     """The source's DDL events silver holds, in commit order. A run reads them twice (its DDL merge, the ENUM
-    labels) and most runs add none: the events read at a snapshot are kept and reused while it is the table's
-    head (an Iceberg snapshot never changes), so the query runs only after a DDL was written."""
+    labels) and most runs add none: the events read at a snapshot are kept while it is the table's head, so the
+    query runs only after a DDL was written."""
     from pyspark.sql import functions as F
 
-    table = iceberg_table(spark, SILVER_DDL_EVENTS)
-    head = main_head(table)
-    if head is None:
-        return []
-    at = (str(table.location()), head)
-    read = _RECORDED_READ.get(source)
-    if read is not None and read[0] == at:
-        return read[1]
-    events = (
-        spark.read.format("iceberg")
-        .option("snapshot-id", head)
-        .load(SILVER_DDL_EVENTS)
-        .where(F.col("source") == source)
-        .orderBy("commit_ts", "topic", "partition", "offset")
-        .collect()
-    )
-    _RECORDED_READ[source] = (at, events)
-    return events
+    def read(head: int | None) -> list:
+        if head is None:
+            return []
+        return (
+            spark.read.format("iceberg")
+            .option("snapshot-id", head)
+            .load(SILVER_DDL_EVENTS)
+            .where(F.col("source") == source)
+            .orderBy("commit_ts", "topic", "partition", "offset")
+            .collect()
+        )
+
+    return kept_while_head(_RECORDED_READ, spark, SILVER_DDL_EVENTS, source, read)
 
 
 def schemas_in_force(spark, source: str) -> dict[tuple, dict | None]:
