@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -103,6 +104,11 @@ def _ancestry() -> set[int]:
     return pids
 
 
+def _java_opts_quoted(option: str) -> str:
+    """An option as Spark's launcher reads a line of `java-opts`: in double quotes, `\\` and `"` escaped."""
+    return '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _alive(pid: int) -> bool:
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child that ended (started by `up` in this process)
@@ -147,12 +153,10 @@ class LoopbackCluster:
 
     # -- up -----------------------------------------------------------------------------------------------------
 
-    def up(
-        self, base_config: Path = DEFAULT_CONFIG, airflow: bool = True, executor_java_options: str = ""
-    ) -> LoopbackCluster:
-        """Start every service. `executor_java_options` go to every executor's JVM (`spark.executor.extraJavaOptions`
-        in the cluster's configuration), as `SPARK_SUBMIT_OPTS` go to what `spark-submit` starts; the tests give
-        both C1 only (docs/environment.md)."""
+    def up(self, base_config: Path = DEFAULT_CONFIG, airflow: bool = True, jvm_options: str = "") -> LoopbackCluster:
+        """Start every service. `jvm_options` go to the metastore's JVM and every executor's
+        (`spark.executor.extraJavaOptions` in the cluster's configuration), as `SPARK_SUBMIT_OPTS` go to what
+        `spark-submit` starts; the tests give all of them C1 only (docs/environment.md)."""
         if any(self.running().values()):
             raise RuntimeError(f"a cluster already runs from {self.directory}; `ticdc-kit cluster down` first")
         load_config(base_config)  # a bad configuration stops here, before anything starts
@@ -162,10 +166,10 @@ class LoopbackCluster:
         self.services = {}
         started = time.monotonic()
         try:
-            self._start_metastore()
+            self._start_metastore(jvm_options)
             self._start_broker()
             self._start_spark()
-            self._write_config(base_config, executor_java_options)
+            self._write_config(base_config, jvm_options)
             self._pack_executor_env()
             self._start_thrift_server()
             if airflow:
@@ -207,7 +211,7 @@ class LoopbackCluster:
     def _spark_env(self, **extra: str) -> dict[str, str]:
         return {"SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1", **extra}
 
-    def _start_metastore(self) -> None:
+    def _start_metastore(self, jvm_options: str) -> None:
         conf_dir = self.directory / "metastore" / "conf"
         conf_dir.mkdir(parents=True)
         settings = {
@@ -226,6 +230,10 @@ class LoopbackCluster:
             f"<property><name>{escape(k)}</name><value>{escape(v)}</value></property>" for k, v in settings.items()
         )
         (conf_dir / "hive-site.xml").write_text(f"<configuration>{properties}</configuration>\n")
+        # `spark-class` gives a class of its own (not Spark's daemons) no SPARK_DAEMON_* options or memory, only the
+        # conf directory's `java-opts` file and SPARK_DRIVER_MEMORY
+        options = [f"-Dderby.system.home={self.directory / 'metastore'}", *shlex.split(jvm_options)]
+        (conf_dir / "java-opts").write_text(" ".join(map(_java_opts_quoted, options)) + "\n")
         port = free_port()
         service = self._spawn(
             "metastore",
@@ -236,11 +244,7 @@ class LoopbackCluster:
                 "-p",
                 str(port),
             ],
-            self._spark_env(
-                SPARK_CONF_DIR=str(conf_dir),
-                SPARK_DAEMON_JAVA_OPTS=f"-Dderby.system.home={self.directory / 'metastore'}",
-                SPARK_DAEMON_MEMORY="1g",
-            ),
+            self._spark_env(SPARK_CONF_DIR=str(conf_dir), SPARK_DRIVER_MEMORY="1g"),
         )
         self._wait(service, lambda: _port_open(port), "listen")
 

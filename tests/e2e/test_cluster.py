@@ -49,7 +49,7 @@ OPTIONS = {"enable-tidb-extension": True}
 
 @pytest.fixture(scope="module")
 def cluster():
-    cluster = LoopbackCluster(TEST_HOME / "cluster").up(DEFAULT_CONFIG, executor_java_options=JIT_OPTIONS)
+    cluster = LoopbackCluster(TEST_HOME / "cluster").up(DEFAULT_CONFIG, jvm_options=JIT_OPTIONS)
     yield cluster
     cluster.down()
 
