@@ -104,11 +104,6 @@ def _ancestry() -> set[int]:
     return pids
 
 
-def _java_opts_quoted(option: str) -> str:
-    """An option as Spark's launcher reads a line of `java-opts`: in double quotes, `\\` and `"` escaped."""
-    return '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _alive(pid: int) -> bool:
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child that ended (started by `up` in this process)
@@ -231,9 +226,9 @@ class LoopbackCluster:
         )
         (conf_dir / "hive-site.xml").write_text(f"<configuration>{properties}</configuration>\n")
         # `spark-class` gives a class of its own (not Spark's daemons) no SPARK_DAEMON_* options or memory, only the
-        # conf directory's `java-opts` file and SPARK_DRIVER_MEMORY
+        # conf directory's `java-opts` file (its launcher splits a line as a shell does) and SPARK_DRIVER_MEMORY
         options = [f"-Dderby.system.home={self.directory / 'metastore'}", *shlex.split(jvm_options)]
-        (conf_dir / "java-opts").write_text(" ".join(map(_java_opts_quoted, options)) + "\n")
+        (conf_dir / "java-opts").write_text(shlex.join(options) + "\n")
         port = free_port()
         service = self._spawn(
             "metastore",
@@ -308,7 +303,7 @@ class LoopbackCluster:
     def master_url(self) -> str:
         return f"spark://127.0.0.1:{self.port('spark-master')}"
 
-    def _write_config(self, base_config: Path, executor_java_options: str) -> None:
+    def _write_config(self, base_config: Path, jvm_options: str) -> None:
         """The pipeline configuration in cluster mode: this cluster's runtime, the base configuration's sources,
         maintenance, freshness and daily settings (as written: `${...}` references stay for the services'
         environment to resolve)."""
@@ -330,7 +325,7 @@ class LoopbackCluster:
                     # the metastore's Derby has no lock tables (HIVE_LOCKS): Iceberg must not ask for locks;
                     # the pipeline's own lock (runtime/lock.py) keeps one writer per source
                     "spark.hadoop.iceberg.engine.hive.lock-enabled": "false",
-                    **({"spark.executor.extraJavaOptions": executor_java_options} if executor_java_options else {}),
+                    **({"spark.executor.extraJavaOptions": jvm_options} if jvm_options else {}),
                 },
             },
             "catalog": {
