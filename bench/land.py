@@ -444,9 +444,10 @@ def add_history(spark, commits: int) -> int:
 
 def snapshot_count(spark) -> int:
     from spark_jobs.runtime.iceberg import iceberg_table
+    from spark_jobs.runtime.jvm import java_items
     from spark_jobs.runtime.tables import BRONZE_MESSAGES
 
-    return sum(1 for _ in iceberg_table(spark, BRONZE_MESSAGES).snapshots())
+    return len(java_items(iceberg_table(spark, BRONZE_MESSAGES).snapshots()))
 
 
 def fixed_cost(spark, config, bootstrap: str, produced: int, tiny: int, history: int = 0) -> dict:

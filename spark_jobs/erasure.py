@@ -46,7 +46,8 @@ from spark_jobs.errors import ConfigError, ErasureRefused
 from spark_jobs.gold import names
 from spark_jobs.gold.publish import TableState, publish_state, read_state
 from spark_jobs.maintenance import expire_snapshots, silver_positions_since, stale_landing_branches
-from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
+from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot, spark_actions
+from spark_jobs.runtime.jvm import java_class, java_items
 from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.sql import quote_ident, temp_view
 from spark_jobs.runtime.tables import (
@@ -439,7 +440,7 @@ def _apply_bronze(spark, source: str, plan: list[BronzeChange]) -> list[str]:
         )
         table = iceberg_table(spark, BRONZE_MESSAGES)
         replaced = table.currentSnapshot().removedDataFiles(table.io())
-        return [str(data_file.location()) for data_file in replaced]
+        return [str(data_file.location()) for data_file in java_items(replaced)]
 
 
 def _delete_left(spark, relation: str, paths: list[str]) -> int:
@@ -465,10 +466,10 @@ def _delete(spark, relation: str, condition: str, args: dict[str, Any]) -> int:
 def _rewrite_files_holding(spark, relation: str, erased_key: str) -> None:
     """Rewrite every data file that may hold the key (by its statistics), applying the delete files: a merge-on-read
     delete leaves the row in its data file."""
-    jvm = spark.sparkContext._jvm
-    actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
-    holding = jvm.org.apache.iceberg.expressions.Expressions.equal(KEY_COLUMN, erased_key)
-    actions.rewriteDataFiles(iceberg_table(spark, relation)).filter(holding).option("rewrite-all", "true").execute()
+    holding = java_class(spark, "org.apache.iceberg.expressions.Expressions").equal(KEY_COLUMN, erased_key)
+    spark_actions(spark).rewriteDataFiles(iceberg_table(spark, relation)).filter(holding).option(
+        "rewrite-all", "true"
+    ).execute()
 
 
 def _publish_again(spark, config: PipelineConfig, source: str, erased: list[TableState]) -> None:
@@ -483,8 +484,7 @@ def _publish_again(spark, config: PipelineConfig, source: str, erased: list[Tabl
 def _expire(spark, config: PipelineConfig, shared: list[str], own: list[str]) -> tuple[int, int]:
     """Expire every snapshot older than now of the tables touched (see the module, step 6); returns the snapshots
     expired and the files deleted."""
-    jvm = spark.sparkContext._jvm
-    actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    actions = spark_actions(spark)
     snapshots = files = 0
     for relation in [*shared, *own]:
         keep_since = None
@@ -495,10 +495,10 @@ def _expire(spark, config: PipelineConfig, shared: list[str], own: list[str]) ->
         if relation in own:
             _drop_tags(spark, relation)
         now = int(time.time() * 1000) + 1
-        before = len(list(iceberg_table(spark, relation).snapshots()))
+        before = len(java_items(iceberg_table(spark, relation).snapshots()))
         with BRONZE_COMMITS if relation == BRONZE_MESSAGES else contextlib.nullcontext():
             expired = expire_snapshots(spark, actions, relation, min(now, keep_since or now), 1)
-        snapshots += before - len(list(iceberg_table(spark, relation).snapshots()))
+        snapshots += before - len(java_items(iceberg_table(spark, relation).snapshots()))
         files += (
             expired.deletedDataFilesCount()
             + expired.deletedPositionDeleteFilesCount()
@@ -507,7 +507,7 @@ def _expire(spark, config: PipelineConfig, shared: list[str], own: list[str]) ->
         )
         if relation in own:  # the source's own table, under its lock: no write of another run is in flight
             orphans = actions.deleteOrphanFiles(iceberg_table(spark, relation)).olderThan(now).execute()
-            files += sum(1 for _ in orphans.orphanFileLocations())
+            files += len(java_items(orphans.orphanFileLocations()))
     return snapshots, files
 
 
@@ -515,7 +515,7 @@ def _drop_tags(spark, relation: str) -> None:
     """Remove the tags of a table (maintenance's `ticdc_published`): a tagged snapshot never expires."""
     table = iceberg_table(spark, relation)
     refs = table.refs()
-    tags = [name for name in refs.keySet() if refs.get(name).isTag()]
+    tags = [name for name in java_items(refs.keySet()) if refs.get(name).isTag()]
     if tags:
         manage = table.manageSnapshots()
         for name in tags:

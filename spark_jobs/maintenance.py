@@ -25,7 +25,8 @@ from spark_jobs.config import MaintenanceSettings, PipelineConfig
 from spark_jobs.errors import commit_conflict_in
 from spark_jobs.gold.models import plan_model
 from spark_jobs.gold.names import daily_namespace, gold_namespace
-from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
+from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot, snapshot_util, spark_actions
+from spark_jobs.runtime.jvm import java_items
 from spark_jobs.runtime.lock import CONTINUOUS_HOLDER, source_lock
 from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.tables import BRONZE_COMMITS, BRONZE_MESSAGES, SILVER_RUNS, TABLES, ensure_tables
@@ -119,16 +120,15 @@ def stale_landing_branches(spark) -> list[str]:
     snapshot they fork from, so their fast-forward would be refused (the run that made them was killed,
     or will discard them and retry). A branch main can still be fast-forwarded to may belong to a run in
     progress and is kept."""
-    jvm = spark.sparkContext._jvm
     table = iceberg_table(spark, BRONZE_MESSAGES)
     main = main_snapshot(spark)
     refs = table.refs()
     stale = []
-    for name in sorted(refs.keySet()):
+    for name in sorted(java_items(refs.keySet())):
         if not name.startswith(LANDING_BRANCH_PREFIX):
             continue
         head = refs.get(name).snapshotId()
-        if main is None or not jvm.org.apache.iceberg.util.SnapshotUtil.isAncestorOf(table, head, main):
+        if main is None or not snapshot_util(spark).isAncestorOf(table, head, main):
             stale.append(name)
     return stale
 
@@ -157,7 +157,7 @@ def keep_published(spark, table: str, since_millis: int) -> int | None:
     snapshot it had when the publication was made, and a table no run changed keeps an old snapshot for as long
     as it stays unchanged: every snapshot a publication within the retention can name is that one or newer."""
     loaded = iceberg_table(spark, table)
-    at = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil.nullableSnapshotIdAsOfTime(loaded, since_millis)
+    at = snapshot_util(spark).nullableSnapshotIdAsOfTime(loaded, since_millis)
     if at is None:  # no snapshot that old
         return None
     manage = loaded.manageSnapshots()
@@ -176,16 +176,12 @@ class Compaction:
     delete_files_rewritten: int
 
 
-def _actions(spark):
-    return spark.sparkContext._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
-
-
 def compact_table(spark, table: str, min_input_files: int = 5) -> Compaction:
     """Rewrite a table's small data files into few, their deletes applied, when there are at least
     `min_input_files` of them (Iceberg's default: 5), dropping the delete files only they referenced, then its
     other position delete files: a merge-on-read table that many runs merged into holds a data file and a delete
     file per run, which every later read and MERGE opens."""
-    actions = _actions(spark)
+    actions = spark_actions(spark)
     rewrite = actions.rewriteDataFiles(iceberg_table(spark, table))
     rewritten = (
         rewrite.option("min-input-files", str(min_input_files)).option("remove-dangling-deletes", "true").execute()
@@ -216,7 +212,7 @@ def _maintain_table(
     spark, table: str, settings: MaintenanceSettings, keep_since_millis: int | None, published: bool, not_compacted: str
 ) -> TableMaintenance:
     started = time.monotonic()
-    actions = _actions(spark)
+    actions = spark_actions(spark)
     compacted, not_compacted = _compaction(spark, table, not_compacted)
     dropped: list[str] = []
     if table == BRONZE_MESSAGES:
@@ -246,7 +242,7 @@ def _maintain_table(
         files_expired=expired.deletedDataFilesCount()
         + expired.deletedEqualityDeleteFilesCount()
         + expired.deletedPositionDeleteFilesCount(),
-        orphans_removed=sum(1 for _ in orphans.orphanFileLocations()),
+        orphans_removed=len(java_items(orphans.orphanFileLocations())),
         branches_dropped=dropped,
         seconds=time.monotonic() - started,
         not_compacted=not_compacted,
@@ -280,7 +276,7 @@ def expire_snapshots(spark, actions, table: str, expire_before: int, retain_last
 
 
 def _snapshot_ids(spark, table: str) -> set[int]:
-    return {snapshot.snapshotId() for snapshot in iceberg_table(spark, table).snapshots()}
+    return {snapshot.snapshotId() for snapshot in java_items(iceberg_table(spark, table).snapshots())}
 
 
 def maintain_layer(spark, config: PipelineConfig, layer: str) -> list[TableMaintenance]:

@@ -48,7 +48,7 @@ from spark_jobs.errors import (
     LandingInvariantError,
     named_transient_faults,
 )
-from spark_jobs.runtime.iceberg import iceberg_table, main_head, main_snapshot
+from spark_jobs.runtime.iceberg import iceberg_table, main_head, main_snapshot, snapshot_util
 from spark_jobs.runtime.results import Phases, Result
 from spark_jobs.runtime.sql import quote_ident, temp_view
 from spark_jobs.runtime.tables import (
@@ -162,7 +162,7 @@ def _summary_offsets(spark, table) -> dict[str, str]:
     if table.properties().get(SUMMARY_OFFSETS_ADOPTED) is not None:
         return {}
     found: dict[str, str | None] = {}
-    ancestors = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil.currentAncestors(table).iterator()
+    ancestors = snapshot_util(spark).currentAncestors(table).iterator()
     while ancestors.hasNext():
         summary = ancestors.next().summary()
         source = summary.get(SUMMARY_SOURCE)

@@ -19,6 +19,7 @@ from spark_jobs.canonical.values import BINARY_TYPES, CHAR_TYPES, INTEGER_TYPES,
 from spark_jobs.config import GoldSettings
 from spark_jobs.errors import ConfigError
 from spark_jobs.runtime.iceberg import iceberg_table
+from spark_jobs.runtime.jvm import java_items
 from spark_jobs.runtime.sql import quote_ident
 
 _TIME_TYPES = {"years": ("date", "datetime", "timestamp"), "hours": ("datetime", "timestamp")}
@@ -123,14 +124,15 @@ def current_layout(spark, relation: str) -> Layout:
     table = iceberg_table(spark, relation)
     schema = table.schema()
     partition = []
-    for field in table.spec().fields():
+    for field in java_items(table.spec().fields()):
         name, _, size = str(field.transform().toString()).partition("[")
         if name == "void":  # a field a format-1 table dropped
             continue
         column = schema.findColumnName(field.sourceId())
         partition.append((_ICEBERG_NAMES.get(name, name), int(size.rstrip("]")) if size else None, column))
     sort = tuple(
-        (schema.findColumnName(f.sourceId()), str(f.direction().toString()).lower()) for f in table.sortOrder().fields()
+        (schema.findColumnName(f.sourceId()), str(f.direction().toString()).lower())
+        for f in java_items(table.sortOrder().fields())
     )
     return Layout(tuple(partition), sort)
 

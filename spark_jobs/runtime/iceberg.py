@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from spark_jobs.runtime.jvm import java_class
 from spark_jobs.runtime.tables import BRONZE_MESSAGES
 
 T = TypeVar("T")
@@ -13,13 +14,22 @@ T = TypeVar("T")
 
 def iceberg_table(spark, table: str):
     """One of our tables through Iceberg's Java API, refreshed."""
-    jvm = spark.sparkContext._jvm
     # the session's SQL conf (its catalogs) is the JVM thread's active session's: a Python thread other than the
     # one that made the session (maintenance beside landing) has none until it runs SQL
-    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-    loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    java_class(spark, "org.apache.spark.sql.SparkSession").setActiveSession(spark._jsparkSession)
+    loaded = java_class(spark, "org.apache.iceberg.spark.Spark3Util").loadIcebergTable(spark._jsparkSession, table)
     loaded.refresh()
     return loaded
+
+
+def spark_actions(spark):
+    """Iceberg's table actions (compaction, expiry, orphan removal) on the session."""
+    return java_class(spark, "org.apache.iceberg.spark.actions.SparkActions").get(spark._jsparkSession)
+
+
+def snapshot_util(spark):
+    """Iceberg's `SnapshotUtil`: a table's snapshots by ancestry and time."""
+    return java_class(spark, "org.apache.iceberg.util.SnapshotUtil")
 
 
 def main_snapshot(spark, table: str = BRONZE_MESSAGES) -> int | None:

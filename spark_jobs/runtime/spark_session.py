@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from spark_jobs.config import CatalogSettings, PipelineConfig, secret
 from spark_jobs.errors import CatalogUnavailableError, ConfigError
+from spark_jobs.runtime.jvm import import_pyspark_names
 from spark_jobs.runtime.local_fs import CLASS_NAME as LOCAL_FS_CLASS
 from spark_jobs.runtime.local_fs import local_fs_jar, put_on_driver_class_path
 from spark_jobs.runtime.logs import quiet_libraries, verbose_requested, with_quiet_spark_logs
@@ -106,6 +107,10 @@ def spark_conf(config: PipelineConfig) -> dict[str, str]:
                 # must not refuse that (Iceberg, not Hive, owns the schema)
                 "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
                 "spark.hadoop.hive.metastore.schema.verification": "false",
+                # Spark's own metastore client sets this, so Iceberg's must too: the embedded metastore keeps one
+                # DataNucleus factory, and closes and builds it again (a second of CPU) whenever a thread's client
+                # brings other DataNucleus settings than the last one did (docs/performance.md)
+                "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
                 # DataNucleus 4.1 shares a compiled metastore query between threads and may read it half-built
                 # (NullPointerException "keyIdx is null" in an Iceberg commit while dbt's threads commit): each
                 # query is compiled by its own thread instead (docs/architecture.md, decision 11)
@@ -258,6 +263,7 @@ def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse") -> Spar
     for key, value in spark_conf(config).items():
         builder = builder.config(key, value)
     spark = builder.enableHiveSupport().getOrCreate()
+    import_pyspark_names(spark)
     if verbose_requested():  # quiet runs keep the log4j2 file's levels
         spark.sparkContext.setLogLevel("WARN")
     for ns in NAMESPACES:

@@ -19,7 +19,8 @@ from spark_jobs.bronze.land import (
     offsets_property,
 )
 from spark_jobs.errors import ConcurrentLandingError, LandingGapError
-from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot
+from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot, snapshot_util
+from spark_jobs.runtime.jvm import java_items
 from spark_jobs.runtime.tables import BRONZE_LANDING_GAPS, BRONZE_LANDING_RUNS, BRONZE_MESSAGES, ensure_tables
 from ticdc_devkit.broker import produce
 from ticdc_devkit.simulator.model import Message
@@ -49,10 +50,11 @@ def bronze_records(spark, source):
 def landing_summaries(spark, source):
     """The summaries of the snapshots on main's history that `source` landed, newest first."""
     table = iceberg_table(spark, BRONZE_MESSAGES)
-    ancestors = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil.currentAncestors(table).iterator()
+    ancestors = snapshot_util(spark).currentAncestors(table).iterator()
     found = []
     while ancestors.hasNext():
-        summary = dict(ancestors.next().summary())
+        summary = ancestors.next().summary()
+        summary = {key: summary.get(key) for key in java_items(summary.keySet())}
         if summary.get(landing.SUMMARY_SOURCE) == source:
             found.append(summary)
     return found
