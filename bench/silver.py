@@ -885,6 +885,8 @@ def ranged_batch(spark, source: str, tables: int, rows: int, write: int):
 def scan_files(frame) -> tuple[int, int] | None:
     """The data files the Iceberg scan of a query that ran read and skipped (its scan's metrics), through the
     adaptive plan's final stages; None if it has no Iceberg scan."""
+    from spark_jobs.runtime.jvm import java_items
+
     nodes = [frame._jdf.queryExecution().executedPlan()]
     while nodes:
         node = nodes.pop()
@@ -896,9 +898,7 @@ def scan_files(frame) -> tuple[int, int] | None:
             nodes.append(node.executedPlan())
         elif kind.endswith("QueryStageExec"):
             nodes.append(node.plan())
-        children = node.children().iterator()
-        while children.hasNext():
-            nodes.append(children.next())
+        nodes.extend(java_items(node.children()))
     return None
 
 

@@ -467,9 +467,8 @@ def _rewrite_files_holding(spark, relation: str, erased_key: str) -> None:
     """Rewrite every data file that may hold the key (by its statistics), applying the delete files: a merge-on-read
     delete leaves the row in its data file."""
     holding = java_class(spark, "org.apache.iceberg.expressions.Expressions").equal(KEY_COLUMN, erased_key)
-    spark_actions(spark).rewriteDataFiles(iceberg_table(spark, relation)).filter(holding).option(
-        "rewrite-all", "true"
-    ).execute()
+    rewrite = spark_actions(spark).rewriteDataFiles(iceberg_table(spark, relation)).filter(holding)
+    rewrite.option("rewrite-all", "true").execute()
 
 
 def _publish_again(spark, config: PipelineConfig, source: str, erased: list[TableState]) -> None:

@@ -49,6 +49,7 @@ from spark_jobs.errors import (
     named_transient_faults,
 )
 from spark_jobs.runtime.iceberg import iceberg_table, main_head, main_snapshot, snapshot_util
+from spark_jobs.runtime.jvm import java_items
 from spark_jobs.runtime.results import Phases, Result
 from spark_jobs.runtime.sql import quote_ident, temp_view
 from spark_jobs.runtime.tables import (
@@ -162,9 +163,8 @@ def _summary_offsets(spark, table) -> dict[str, str]:
     if table.properties().get(SUMMARY_OFFSETS_ADOPTED) is not None:
         return {}
     found: dict[str, str | None] = {}
-    ancestors = snapshot_util(spark).currentAncestors(table).iterator()
-    while ancestors.hasNext():
-        summary = ancestors.next().summary()
+    for ancestor in java_items(snapshot_util(spark).currentAncestors(table)):
+        summary = ancestor.summary()
         source = summary.get(SUMMARY_SOURCE)
         if source is not None and source not in found:
             found[source] = summary.get(SUMMARY_OFFSETS)
@@ -437,11 +437,11 @@ def _restate(transaction, table, head, branch: str, base_snapshot: int, summary:
     """Within `transaction`, replace the branch's one snapshot by one with the same data files and `summary`. It
     names the snapshot it replaces as Iceberg's cherry-pick does, so that expiring that one never deletes the
     files this one commits."""
-    files = head.addedDataFiles(table.io()).iterator()
+    files = java_items(head.addedDataFiles(table.io()))
     transaction.manageSnapshots().replaceBranch(branch, base_snapshot).commit()
     append = transaction.newFastAppend().toBranch(branch)
-    while files.hasNext():
-        append.appendFile(files.next())
+    for data_file in files:
+        append.appendFile(data_file)
     for key, value in {**summary, PICKED_FROM: str(head.snapshotId())}.items():
         append.set(key, value)
     append.commit()

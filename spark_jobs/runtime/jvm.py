@@ -40,8 +40,8 @@ def java_class(spark, name: str) -> Any:
 
 
 def java_items(collection) -> list:
-    """The elements of a Java collection or iterable, asking the iterator `hasNext` instead of ending on its
-    exception as a Python `for` does."""
+    """The elements of a Java collection or iterable (or a Scala one: a plan's children), asking the iterator
+    `hasNext` instead of ending on its exception as a Python `for` does."""
     iterator = collection.iterator()
     items = []
     while iterator.hasNext():

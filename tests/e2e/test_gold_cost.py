@@ -21,6 +21,7 @@ from spark_jobs.gold.build import build_gold
 from spark_jobs.gold.plan import SCHEMA_VERSIONS
 from spark_jobs.gold.publish import latest_publication
 from spark_jobs.runtime.iceberg import main_snapshot
+from spark_jobs.runtime.jvm import java_items
 from spark_jobs.runtime.tables import GOLD_PUBLICATIONS
 from spark_jobs.runtime.tables import TABLES as BOOKKEEPING
 from spark_jobs.silver.build import build_silver
@@ -94,9 +95,8 @@ def silver_files(spark) -> int:
 def scanned_files(frame) -> tuple[int, int]:
     """The data files a query's Iceberg scan read and skipped (the scan's metrics, after the query ran)."""
     frame.collect()
-    leaves = frame._jdf.queryExecution().executedPlan().collectLeaves().iterator()
-    while leaves.hasNext():
-        metrics = leaves.next().metrics()
+    for leaf in java_items(frame._jdf.queryExecution().executedPlan().collectLeaves()):
+        metrics = leaf.metrics()
         if metrics.contains("resultDataFiles"):
             return metrics.apply("resultDataFiles").value(), metrics.apply("skippedDataFiles").value()
     raise AssertionError("the query has no Iceberg scan")

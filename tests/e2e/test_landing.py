@@ -50,11 +50,10 @@ def bronze_records(spark, source):
 def landing_summaries(spark, source):
     """The summaries of the snapshots on main's history that `source` landed, newest first."""
     table = iceberg_table(spark, BRONZE_MESSAGES)
-    ancestors = snapshot_util(spark).currentAncestors(table).iterator()
     found = []
-    while ancestors.hasNext():
-        summary = ancestors.next().summary()
-        summary = {key: summary.get(key) for key in java_items(summary.keySet())}
+    for ancestor in java_items(snapshot_util(spark).currentAncestors(table)):
+        java_summary = ancestor.summary()
+        summary = {key: java_summary.get(key) for key in java_items(java_summary.keySet())}
         if summary.get(landing.SUMMARY_SOURCE) == source:
             found.append(summary)
     return found
