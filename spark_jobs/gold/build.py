@@ -103,13 +103,12 @@ def run_dbt(
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "False")
     os.environ.update(dbt_profile_env(config.runtime))
     work_dir = config.local_dir / "dbt"
-    root = gold_models.run_root(config.local_dir, source_name) if for_run else work_dir
-    os.environ["TICDC_GOLD_MODELS"] = gold_models.linked_models_path(root / "models")
-    project = str(gold_models.DBT_PROJECT)
+    root = gold_models.dbt_project(gold_models.run_root(config.local_dir, source_name) if for_run else work_dir)
+    gold_models.seed_partial_parse(root, config.local_dir)
     result = dbtRunner(manifest=manifest).invoke(
         [
             *args,
-            *("--project-dir", project, "--profiles-dir", project),
+            *("--project-dir", str(root), "--profiles-dir", str(gold_models.DBT_PROJECT)),
             *("--target-path", str(root / "target"), "--log-path", str(work_dir / "logs")),
             *(("--vars", json.dumps(extra_vars)) if extra_vars else ()),
             *([] if write_manifest else ["--no-write-json"]),
@@ -118,6 +117,8 @@ def run_dbt(
     )
     if not write_manifest and isinstance(result.result, RunExecutionResult):  # run, build, test (not freshness)
         result.result.write(str(root / "target" / "run_results.json"))
+    if result.success and for_run and not extra_vars:
+        gold_models.keep_partial_parse(root, config.local_dir)
     if not result.success:
         results: Any = (
             result.result if isinstance(result.result, list | tuple) else getattr(result.result, "results", [])

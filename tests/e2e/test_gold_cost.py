@@ -170,7 +170,10 @@ def test_a_run_builds_only_the_tables_that_changed(spark, broker, source_config,
         for name in (names.gold_table(t.database, t.name), names.history_table(t.database, t.name))
     }
     assert changed == touched == set(second.built)
-    run_models = {path.stem for path in (gold_models.run_root(config.local_dir, SOURCE) / "models").rglob("*.sql")}
+    run_models = {
+        path.stem
+        for path in (gold_models.run_root(config.local_dir, SOURCE) / gold_models.GOLD_MODEL_PATH).rglob("*.sql")
+    }
     assert run_models == {gold_models.checks_model(SOURCE)} | {
         names.model_name(SOURCE, t.database, t.name) + suffix for t in TOUCHED for suffix in ("", names.HISTORY_SUFFIX)
     }  # the run's dbt parsed only the models it built
@@ -314,3 +317,33 @@ def test_a_run_evaluates_interpreted_below_its_size_and_gold_is_the_same_either_
         Watermark(tso(500)),
     ]
     assert each_run(third) == (None, None)
+
+
+def test_a_new_source_parses_only_its_own_models(pipeline_config, tmp_path):
+    """Every dbt project of a lakehouse is made of links to the checkout's files and its own gold models, so a
+    source's first run starts from the lakehouse's first parse: dbt parses its few models, not the whole project
+    (3 to 4 s a source). Nothing is written into the checkout. Parse only: no table is built."""
+    import dataclasses
+
+    from spark_jobs.gold.build import run_dbt
+
+    config = dataclasses.replace(
+        pipeline_config, runtime=dataclasses.replace(pipeline_config.runtime, local_dir=str(tmp_path / "lake"))
+    )
+    columns = [{"id": 1, "name": "id", "type": "int", "nullable": False}]
+
+    def first_parse(source: str) -> dict:
+        model = gold_models.GoldModel(source, "a1", "shop", "orders", columns, ["id"])
+        gold_models.write_run_models(config.local_dir, source, [model])
+        run_dbt(["parse"], config, source, for_run=True)
+        root = gold_models.run_root(config.local_dir, source)
+        return json.loads((root / "target" / "perf_info.json").read_text())
+
+    whole = first_parse("seeding")  # the lakehouse's first parse: the whole project
+    own = first_parse("seeded")
+    generated = len(list((gold_models.run_root(config.local_dir, "seeded") / gold_models.GOLD_MODEL_PATH).rglob("*.*")))
+    assert generated == 4  # current state, history, checks, YAML
+    assert whole["parsed_path_count"] > 50
+    assert 0 < own["parsed_path_count"] <= generated
+    assert own["path_count"] == whole["path_count"]  # the same project, less the other source's models
+    assert not (gold_models.DBT_PROJECT / gold_models.GOLD_MODEL_PATH).exists()

