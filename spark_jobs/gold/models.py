@@ -18,7 +18,7 @@ A run's dbt reads another copy, of only the models that run builds or checks (`w
 the models of its project, and a run that touches 3 tables of 1,000 should not load and link 2,000 models. The
 lakehouse's whole set stays what the docs site describes. Every such project has the same files at the same
 paths but for its gold models, so a new one starts from the lakehouse's first parse (`seed_partial_parse`) and
-dbt parses only its own models, not the whole project again (4 s a source).
+dbt parses only its own models, not the whole project again (3 s a source).
 """
 
 from __future__ import annotations
