@@ -322,7 +322,9 @@ def test_a_run_evaluates_interpreted_below_its_size_and_gold_is_the_same_either_
 def test_a_new_source_parses_only_its_own_models(pipeline_config, tmp_path):
     """Every dbt project of a lakehouse is made of links to the checkout's files and its own gold models, so a
     source's first run starts from the lakehouse's first parse: dbt parses its few models, not the whole project
-    (3 to 4 s a source). Nothing is written into the checkout. Parse only: no table is built."""
+    (3 to 4 s a source). Nothing is written into the checkout. A command with vars (the freshness check), which
+    makes dbt parse whole, runs in a project of its own and leaves the docs site's parse alone. Parse only: no table is
+    built."""
     import dataclasses
 
     from spark_jobs.gold.build import run_dbt
@@ -347,3 +349,11 @@ def test_a_new_source_parses_only_its_own_models(pipeline_config, tmp_path):
     assert 0 < own["parsed_path_count"] <= generated
     assert own["path_count"] == whole["path_count"]  # the same project, less the other source's models
     assert not (gold_models.DBT_PROJECT / gold_models.GOLD_MODEL_PATH).exists()
+
+    def docs_parse() -> dict:
+        run_dbt(["parse"], config, "seeded")
+        return json.loads((config.local_dir / "dbt" / "target" / "perf_info.json").read_text())
+
+    docs_parse()
+    run_dbt(["parse"], config, "seeded", {"freshness_warn_minutes": 1})  # vars: a project of its own
+    assert docs_parse()["parsed_path_count"] == 0  # the docs site's project still holds its parse
