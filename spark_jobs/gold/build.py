@@ -106,11 +106,10 @@ def run_dbt(
     os.environ.update(dbt_profile_env(config.runtime))
     work_dir = config.local_dir / "dbt"
     if for_run:
-        root = gold_models.dbt_project(gold_models.run_root(config.local_dir, source_name))
-    elif extra_vars:
-        root = gold_models.dbt_project(work_dir / "with_vars")
+        root = gold_models.run_root(config.local_dir, source_name)
     else:
-        root = gold_models.dbt_project(work_dir)
+        root = work_dir / "with_vars" if extra_vars else work_dir
+    root = gold_models.dbt_project(root)
     gold_models.seed_partial_parse(root, config.local_dir)
     result = dbtRunner(manifest=manifest).invoke(
         [

@@ -122,18 +122,19 @@ def dbt_project(root: Path) -> Path:
     return root
 
 
-def _parse_seed(local_dir: Path) -> Path:
+def _parse_state(root: Path, local_dir: Path) -> tuple[Path, Path]:
+    """A project's saved parse, and the lakehouse's first one under this dbt version."""
     from dbt.version import __version__
 
-    return Path(local_dir) / "dbt" / f"partial_parse-{__version__}.msgpack"
+    seed = Path(local_dir) / "dbt" / f"partial_parse-{__version__}.msgpack"
+    return Path(root) / "target" / "partial_parse.msgpack", seed
 
 
 def seed_partial_parse(root: Path, local_dir: Path) -> None:
     """Give a project that dbt has not parsed yet the lakehouse's first parse: its files are the same at the same
     paths but for the gold models, which dbt then parses alone. dbt checks what it reuses (its version, the
     profile, the vars, each file's checksum) and parses whole what does not match."""
-    state = Path(root) / "target" / "partial_parse.msgpack"
-    seed = _parse_seed(local_dir)
+    state, seed = _parse_state(root, local_dir)
     if not state.exists() and seed.exists():
         _copy_whole(seed, state)
 
@@ -142,8 +143,7 @@ def keep_partial_parse(root: Path, local_dir: Path) -> None:
     """The lakehouse's first parse under this dbt version, kept for the projects that come after it
     (`seed_partial_parse`). The first is a run project's at the lakehouse's first run (the views' run, before any
     gold model is written), so it holds the project's own files and no source's models."""
-    state = Path(root) / "target" / "partial_parse.msgpack"
-    seed = _parse_seed(local_dir)
+    state, seed = _parse_state(root, local_dir)
     if state.exists() and not seed.exists():
         _copy_whole(state, seed)
 
