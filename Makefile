@@ -51,24 +51,25 @@ check-mariadb:
 demo: venv check-java
 	$(BIN)/ticdc-kit demo
 
-# The kill loops (marker `long`: every run a process with its own JVM on a lakehouse of its own) run as a pytest
-# session of their own beside the rest of the suite, which spends much of its time waiting on one JVM; that keeps
-# the wall time down on two cores. The codec suite runs once more on its precise path (no generated fast paths)
-# after the suite, while the kill loops still run. Their report follows the suite's, and any failing fails the target.
-LONG_LOG := .local/test-long.log
+# The suite runs over three worker processes (pytest-xdist, whole files per worker): each has its own Spark
+# session, broker and Airflow home, as a single run does. One worker alone leaves a third of the two cores idle (it
+# waits on its JVM, on Airflow's schedulers, on the kill loops' processes); three keep both busy. The workers take
+# the loopback cluster and the kill loops first (tests/conftest.py orders the files), so that they end together.
+# The codec suite runs once more on its precise path (no generated fast paths) beside them; any failure fails the
+# target.
+WORKERS ?= 3
+PRECISE_LOG := .local/test-precise.log
 
 test: venv check-java check-browser check-mariadb
 	@mkdir -p .local
 	@$(BIN)/python -m tests.jvm_archive
-	@$(BIN)/python -m pytest -m "long or cluster" -p no:cacheprovider --basetemp=.local/pytest-long > $(LONG_LOG) 2>&1 & long=$$!; \
-	trap 'kill $$long 2>/dev/null' INT TERM; \
-	$(BIN)/python -m pytest -m "not long and not cluster"; suite=$$?; \
-	echo "== the codec suite on its precise path (TICDC_CODECS_PRECISE_ONLY=1) =="; \
-	TICDC_CODECS_PRECISE_ONLY=1 $(BIN)/python -m pytest tests/codecs -q -p no:cacheprovider; precise=$$?; \
-	wait $$long; kills=$$?; \
-	echo "== the kill loops and the loopback cluster, run beside the suite (pytest -m 'long or cluster'; log: $(LONG_LOG)) =="; \
-	if [ $$kills = 0 ]; then tail -n 40 $(LONG_LOG); else cat $(LONG_LOG); fi; \
-	test $$suite = 0 && test $$precise = 0 && test $$kills = 0
+	@TICDC_CODECS_PRECISE_ONLY=1 $(BIN)/python -m pytest tests/codecs -q -p no:cacheprovider > $(PRECISE_LOG) 2>&1 & precise=$$!; \
+	trap 'kill $$precise 2>/dev/null' INT TERM; \
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder --basetemp=.local/pytest; suite=$$?; \
+	wait $$precise; precise=$$?; \
+	echo "== the codec suite on its precise path (TICDC_CODECS_PRECISE_ONLY=1; log: $(PRECISE_LOG)) =="; \
+	if [ $$precise = 0 ]; then tail -n 3 $(PRECISE_LOG); else cat $(PRECISE_LOG); fi; \
+	test $$suite = 0 && test $$precise = 0
 
 test-fast: venv
 	$(BIN)/python -m pytest -m "not e2e and not long and not cluster"

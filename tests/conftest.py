@@ -88,6 +88,18 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{seconds:8.1f}s {path}")
 
 
+def _cost_rank(item: pytest.Item) -> int:
+    """Where a test's file goes in the run: the loopback cluster and the kill loops (minutes each) first, then
+    the other end-to-end tests, then the rest (seconds), so that `make test`'s workers, which take whole files in
+    this order, end together rather than one running a long file alone at the end."""
+    markers = {m.name for m in item.iter_markers()}
+    return 0 if markers & {"cluster", "long"} else 1 if "e2e" in markers else 2
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=_cost_rank)  # stable: a file's tests keep their order
+
+
 def pytest_unconfigure(config):
     """After the session, a log line no handler can write is dropped, not printed as a traceback: py4j's garbage
     collection thread may still log (`logging.info`, the root logger) once the session's JVM has exited, through a
