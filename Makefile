@@ -51,13 +51,13 @@ check-mariadb:
 demo: venv check-java
 	$(BIN)/ticdc-kit demo
 
-# The suite runs over three worker processes (pytest-xdist, whole files per worker): each has its own Spark
-# session, broker and Airflow home, as a single run does. One worker alone leaves a third of the two cores idle (it
-# waits on its JVM, on Airflow's schedulers, on the kill loops' processes); three keep both busy. The workers take
-# the loopback cluster and the kill loops first (tests/conftest.py orders the files), so that they end together.
+# The suite runs over two worker processes (pytest-xdist, whole files per worker), each with its own Spark session,
+# broker and Airflow home, as a single run has. The workers take the loopback cluster and the kill loops first
+# (tests/conftest.py orders the files), then the rest, so that they end together. Three workers kept the machine
+# busier but took as long (docs/test-times.md): two are as fast and give each test the share of the CPU it had.
 # The codec suite runs once more on its precise path (no generated fast paths) beside them; any failure fails the
 # target.
-WORKERS ?= 3
+WORKERS ?= 2
 PRECISE_LOG := .local/test-precise.log
 
 test: venv check-java check-browser check-mariadb
