@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jvm_archive import spark_submit_opts
+from tests.jvm_archive import jvm_environment
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_ROOT = REPO / ".local" / "tests"
@@ -39,8 +39,9 @@ os.environ.update(
 # half off a short run's JVM CPU on two cores (docs/environment.md). Only the JIT differs; what runs is the same.
 # C1 alone would also shrink the code cache to 48 MB, which a long run's generated code fills ("Out of space in
 # CodeCache"): it keeps the default's 240 MB. Where `make test` built the class archive, every JVM maps it
-# (tests/jvm_archive.py): half of a JVM start's CPU again.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_submit_opts())
+# (tests/jvm_archive.py), with the Iceberg runtime on its class path: half of a JVM start's CPU again.
+for _name, _value in jvm_environment().items():
+    os.environ.setdefault(_name, _value)
 
 TEST_CONFIG = """
 runtime:

@@ -206,6 +206,12 @@ class LoopbackCluster:
     def _spark_env(self, **extra: str) -> dict[str, str]:
         return {"SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1", **extra}
 
+    def _daemon_env(self, **extra: str) -> dict[str, str]:
+        """The environment of the metastore, the master and the worker: without a class path added to the
+        environment's (the tests add the Iceberg runtime to their Spark JVMs'), so that the worker's executors get
+        their jars from the driver, as on a cluster of machines."""
+        return self._spark_env(SPARK_DIST_CLASSPATH="", **extra)
+
     def _start_metastore(self, jvm_options: str) -> None:
         conf_dir = self.directory / "metastore" / "conf"
         conf_dir.mkdir(parents=True)
@@ -239,7 +245,7 @@ class LoopbackCluster:
                 "-p",
                 str(port),
             ],
-            self._spark_env(SPARK_CONF_DIR=str(conf_dir), SPARK_DRIVER_MEMORY="1g"),
+            self._daemon_env(SPARK_CONF_DIR=str(conf_dir), SPARK_DRIVER_MEMORY="1g"),
         )
         self._wait(service, lambda: _port_open(port), "listen")
 
@@ -259,7 +265,7 @@ class LoopbackCluster:
             port,
             [spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
             + ["--webui-port", str(ui)],
-            self._spark_env(SPARK_DAEMON_MEMORY="512m"),
+            self._daemon_env(SPARK_DAEMON_MEMORY="512m"),
             ui,
         )
         self._wait(master, lambda: _port_open(port), "listen")
@@ -274,7 +280,7 @@ class LoopbackCluster:
             [spark_class(), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", self.master_url]
             + ["--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY, "--webui-port", str(ui)]
             + ["--work-dir", str(self.work_dir)],
-            self._spark_env(SPARK_DAEMON_MEMORY="512m"),
+            self._daemon_env(SPARK_DAEMON_MEMORY="512m"),
             ui,
         )
         self._wait(worker, lambda: self._registered(ui), "register with the master")

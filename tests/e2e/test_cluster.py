@@ -13,7 +13,7 @@ Then the continuous DAG, through the scheduler and the triggerer, starts and wat
 cluster, which publishes gold as of the same timestamp; the watch alerts on gold's lag (the stream is old), and
 the driver stops on SIGTERM.
 
-Marked `cluster`: it runs once, in the session of the kill loops (`make test`). One run holds both scenarios: a
+Marked `cluster`: `make test` runs it once, among its first files (tests/conftest.py). One run holds both scenarios: a
 DAG run on the cluster takes minutes of fixed cost.
 """
 
