@@ -54,7 +54,7 @@ demo: venv check-java
 # The suite runs over two worker processes (pytest-xdist, whole files per worker), each with its own Spark session,
 # broker and Airflow home, as a single run has. The workers take the loopback cluster and the kill loops first
 # (tests/conftest.py orders the files), then the rest, so that they end together. Three workers kept the machine
-# busier but took as long (docs/test-times.md): two are as fast and give each test the share of the CPU it had.
+# busier and took as long (docs/test-times.md): each test's share of the CPU shrank by a third.
 # The codec suite runs once more on its precise path (no generated fast paths) beside them; any failure fails the
 # target.
 WORKERS ?= 2
