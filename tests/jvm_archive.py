@@ -32,8 +32,6 @@ from spark_jobs.runtime import iceberg_runtime
 REPO = Path(__file__).resolve().parent.parent
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a mismatched archive is a fallback, not a warning on stdout
-
-
 JARS = REPO / ".local" / "jvm" / "jars"  # the Iceberg runtime's relocated Jackson, built once for every JVM
 
 
