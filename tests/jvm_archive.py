@@ -32,7 +32,7 @@ from spark_jobs.runtime import iceberg_runtime
 REPO = Path(__file__).resolve().parent.parent
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a mismatched archive is a fallback, not a warning on stdout
-JARS = REPO / ".local" / "jvm" / "jars"  # the Iceberg runtime's relocated Jackson, built once for every JVM
+JVM_DIR = REPO / ".local" / "jvm"  # the archives, and the Iceberg runtime's relocated Jackson (jars/) for every JVM
 
 
 def archive_path() -> Path | None:
@@ -44,12 +44,12 @@ def archive_path() -> Path | None:
     jars = sorted(p.name for p in (Path(spec.submodule_search_locations[0]) / "jars").glob("*.jar"))
     iceberg = [iceberg_runtime.ICEBERG_JAR, iceberg_runtime.RELOCATION_VERSION]
     key = hashlib.sha256("\n".join([os.path.realpath(java), *jars, *iceberg]).encode()).hexdigest()[:16]
-    return REPO / ".local" / "jvm" / f"spark-driver-{key}.jsa"
+    return JVM_DIR / f"spark-driver-{key}.jsa"
 
 
 def iceberg_class_path() -> str:
     """The Iceberg runtime's jars as a class path (the relocated Jackson built on first use)."""
-    return os.pathsep.join(str(jar) for jar in iceberg_runtime.prepare_iceberg_runtime(JARS))
+    return os.pathsep.join(str(jar) for jar in iceberg_runtime.prepare_iceberg_runtime(JVM_DIR / "jars"))
 
 
 def jvm_environment() -> dict[str, str]:
