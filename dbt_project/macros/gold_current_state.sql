@@ -45,20 +45,10 @@
                    'truncations': [], 'truncated_at_ts': none, 'snapshot_at_ts': none, 'late': false,
                    'delete_mode': 'hard', 'partition_sql': none, 'sort_sql': none, 'types': {}}) }}
     {%- endif -%}
-    {%- set query -%}
-        select columns, to_json(key_columns), schema_fingerprint, consistent_ts, consistency, silver_seq,
-               upstream_database, upstream_table, previous_consistent_ts, previous_silver_seq, previous_columns,
-               to_json(previous_key_columns), late, {{ layer }}_mode, reason, truncated_at_ts, snapshot_at_ts,
-               to_json(versions), to_json(truncations), delete_mode, partition_sql, sort_sql,
-               type_mappings
-        from {{ plan_model }}
-        where table_uid = {{ sql_string(table_uid) }}
-    {%- endset -%}
-    {%- set rows = run_query(query).rows -%}
-    {%- if rows | length == 0 -%}
+    {%- set row = gold_plan_rows(plan_model, source_name).get(table_uid ~ '/' ~ layer) -%}
+    {%- if row is none -%}
         {{ exceptions.raise_compiler_error("no plan for table " ~ table_uid ~ " of source " ~ source_name) }}
     {%- endif -%}
-    {%- set row = rows[0] -%}
     {%- set plan = {
         'source_name': source_name, 'mode': row[13], 'reason': row[14],
         'columns': fromjson(row[0]), 'fingerprint': row[2], 'consistent_ts': gold_integer(row[3]),
@@ -77,6 +67,33 @@
         {%- endif -%}
     {%- endif -%}
     {{ return(plan) }}
+{% endmacro %}
+
+
+{#- Every row of the run's plan, by table_uid and layer ('<uid>/gold', '<uid>/history': the row with that layer's
+    mode at index 13): read once per dbt command rather than once per model, which cost every model of a first
+    build a Spark statement of its own. Kept in `graph`, the one dict a command's models (and threads) share, under
+    the command's invocation id, so no other command reads it. -#}
+{% macro gold_plan_rows(plan_model, source_name) %}
+    {%- set key = 'ticdc_gold_plan ' ~ invocation_id ~ ' ' ~ source_name -%}
+    {%- if key not in graph -%}
+        {%- set query -%}
+            select columns, to_json(key_columns), schema_fingerprint, consistent_ts, consistency, silver_seq,
+                   upstream_database, upstream_table, previous_consistent_ts, previous_silver_seq, previous_columns,
+                   to_json(previous_key_columns), late, gold_mode, reason, truncated_at_ts, snapshot_at_ts,
+                   to_json(versions), to_json(truncations), delete_mode, partition_sql, sort_sql,
+                   type_mappings, history_mode, table_uid
+            from {{ plan_model }}
+        {%- endset -%}
+        {%- set rows = {} -%}
+        {%- for row in run_query(query).rows -%}
+            {%- set values = row.values() | list -%}
+            {%- do rows.update({row[24] ~ '/gold': values[:24]}) -%}
+            {%- do rows.update({row[24] ~ '/history': values[:13] + [row[23]] + values[14:24]}) -%}
+        {%- endfor -%}
+        {%- do graph.update({key: rows}) -%}
+    {%- endif -%}
+    {{ return(graph[key]) }}
 {% endmacro %}
 
 
