@@ -133,6 +133,7 @@
 {%- set gold = tables | selectattr('gold_check') | selectattr('gold', 'defined') | list -%}
 {%- set history = tables | selectattr('history_check') | selectattr('history', 'defined') | list -%}
 {%- set bounded = tables | selectattr('gold_check', 'equalto', 'changed') | rejectattr('late') | list -%}
+{%- set union_tasks = gold_check_union_tasks() if tables else 1 -%}
 
 with
 
@@ -256,7 +257,7 @@ gold_rows as (
     {%- do queries.append(query) %}
     {%- endfor %}
     {%- if queries %}
-    {{ union_all(queries, tasks=gold_check_union_tasks()) }}
+    {{ union_all(queries, tasks=union_tasks) }}
     {%- else %}
     select
         0 as table_index, cast(null as string) as _row_key, cast(null as string) as _op, false as keyless,
@@ -328,7 +329,7 @@ history_versions as (
     {%- do queries.append(query) %}
     {%- endfor %}
     {%- if queries %}
-    {{ union_all(queries, tasks=gold_check_union_tasks()) }}
+    {{ union_all(queries, tasks=union_tasks) }}
     {%- else %}
     select
         0 as table_index, cast(null as string) as _row_key, cast(null as bigint) as _valid_from_ts,
