@@ -45,12 +45,12 @@
                    'truncations': [], 'truncated_at_ts': none, 'snapshot_at_ts': none, 'late': false,
                    'delete_mode': 'hard', 'partition_sql': none, 'sort_sql': none, 'types': {}}) }}
     {%- endif -%}
-    {%- set row = gold_plan_rows(plan_model, source_name).get(table_uid ~ '/' ~ layer) -%}
+    {%- set row = gold_plan_rows(plan_model, source_name).get(table_uid) -%}
     {%- if row is none -%}
         {{ exceptions.raise_compiler_error("no plan for table " ~ table_uid ~ " of source " ~ source_name) }}
     {%- endif -%}
     {%- set plan = {
-        'source_name': source_name, 'mode': row[13], 'reason': row[14],
+        'source_name': source_name, 'mode': row[13] if layer == 'gold' else row[23], 'reason': row[14],
         'columns': fromjson(row[0]), 'fingerprint': row[2], 'consistent_ts': gold_integer(row[3]),
         'consistency': row[4], 'silver_seq': gold_integer(row[5]), 'upstream': row[6] ~ '.' ~ row[7],
         'previous_consistent_ts': gold_integer(row[8]), 'previous_silver_seq': gold_integer(row[9]), 'late': row[12],
@@ -70,10 +70,10 @@
 {% endmacro %}
 
 
-{#- Every row of the run's plan, by table_uid and layer ('<uid>/gold', '<uid>/history': the row with that layer's
-    mode at index 13): read once per dbt command rather than once per model, which cost every model of a first
-    build a Spark statement of its own. Kept in `graph`, the one dict a command's models (and threads) share, under
-    the command's invocation id, so no other command reads it. -#}
+{#- Every row of the run's plan, by table_uid (gold's mode at index 13, history's at 23): read once per dbt command
+    rather than once per model, which cost every model of a first build a Spark statement of its own. Kept in
+    `graph`, the one dict a command's models (and threads) share, under the command's invocation id, so no other
+    command reads it. -#}
 {% macro gold_plan_rows(plan_model, source_name) %}
     {%- set key = 'ticdc_gold_plan ' ~ invocation_id ~ ' ' ~ source_name -%}
     {%- if key not in graph -%}
@@ -86,11 +86,7 @@
             from {{ plan_model }}
         {%- endset -%}
         {%- set rows = {} -%}
-        {%- for row in run_query(query).rows -%}
-            {%- set values = row.values() | list -%}
-            {%- do rows.update({row[24] ~ '/gold': values[:24]}) -%}
-            {%- do rows.update({row[24] ~ '/history': values[:13] + [row[23]] + values[14:24]}) -%}
-        {%- endfor -%}
+        {%- for row in run_query(query).rows -%} {%- do rows.update({row[24]: row}) -%} {%- endfor -%}
         {%- do graph.update({key: rows}) -%}
     {%- endif -%}
     {{ return(graph[key]) }}
