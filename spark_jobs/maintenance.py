@@ -147,7 +147,7 @@ def maintain_table(
     a gold or history table, whose snapshot of the retention's start stays (`keep_published`). `not_compacted`:
     why the table is not to be compacted this time (empty: it is). Bronze is maintained between two landing
     commits of this process, never across one (`BRONZE_COMMITS`)."""
-    with BRONZE_COMMITS if table == BRONZE_MESSAGES else contextlib.nullcontext():
+    with BRONZE_COMMITS if table in layer_tables("bronze") else contextlib.nullcontext():
         return _maintain_table(spark, table, settings, keep_since_millis, published, not_compacted)
 
 

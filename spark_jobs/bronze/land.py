@@ -303,10 +303,11 @@ def _landing_base(table) -> int:
     snapshot summary (a table without snapshots has none), so that no lookup ever walks its history."""
     snapshot = main_head(table)
     if snapshot is None:
-        transaction = table.newTransaction()
-        transaction.newFastAppend().commit()
-        transaction.updateProperties().set(SUMMARY_OFFSETS_ADOPTED, "true").commit()
-        transaction.commitTransaction()
+        with BRONZE_COMMITS:
+            transaction = table.newTransaction()
+            transaction.newFastAppend().commit()
+            transaction.updateProperties().set(SUMMARY_OFFSETS_ADOPTED, "true").commit()
+            transaction.commitTransaction()
         snapshot = main_head(table)
     return cast(int, snapshot)  # the commit above gave main its first snapshot
 
@@ -597,7 +598,7 @@ def _record_gaps(spark, source: str, gaps: list[Gap]) -> None:
     found = spark.createDataFrame(
         rows, "source string, topic string, partition int, kind string, first_offset bigint, end_offset bigint"
     )
-    with temp_view(found, "landing_gaps_new") as new:
+    with BRONZE_COMMITS, temp_view(found, "landing_gaps_new") as new:
         spark.sql(f"""MERGE INTO {BRONZE_LANDING_GAPS} t USING {new} s
             ON t.source = s.source AND t.topic = s.topic AND t.`partition` = s.`partition` AND t.kind = s.kind
                AND t.first_offset = s.first_offset
@@ -630,9 +631,9 @@ def _record_run(
         )
         for r in plan.ranges
     ]
-    spark.createDataFrame([astuple(row) for row in rows], LANDING_RUN_SCHEMA).withColumn(
-        "landed_at", F.current_timestamp()
-    ).writeTo(BRONZE_LANDING_RUNS).append()
+    recorded = spark.createDataFrame([astuple(row) for row in rows], LANDING_RUN_SCHEMA)
+    with BRONZE_COMMITS:
+        recorded.withColumn("landed_at", F.current_timestamp()).writeTo(BRONZE_LANDING_RUNS).append()
 
 
 def run_lines(result: LandingResult, plan: LandingPlan, seconds: float) -> list[str]:
