@@ -56,8 +56,8 @@ class TableDefinition:
 # Commits to bronze's tables made by this process go one at a time. The embedded catalog commits without a
 # metastore lock, so two commits of one process to one table (a landing run and maintenance in threads) are not
 # atomic against each other: one could be based on metadata the other replaced, and expiry could delete files the
-# survivor references. Landing commits to bronze.messages, bronze.landing_runs and bronze.landing_gaps, and
-# maintenance to each of them, under this lock.
+# survivor references. Landing commits to bronze.messages, bronze.landing_runs and bronze.landing_gaps,
+# maintenance to each of them and erasure to bronze.messages, under this lock.
 BRONZE_COMMITS = threading.RLock()
 
 BRONZE_PROPERTIES = {
