@@ -28,7 +28,6 @@ erasure name snapshots that no longer exist for the erased table; as-of reads go
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import time
@@ -59,6 +58,7 @@ from spark_jobs.runtime.tables import (
     SILVER_ERASURES,
     SILVER_PENDING,
     SILVER_ROW_CHANGES,
+    bronze_commits,
 )
 from spark_jobs.silver.build import build_silver, record_run
 from spark_jobs.silver.decode import row_key
@@ -495,7 +495,7 @@ def _expire(spark, config: PipelineConfig, shared: list[str], own: list[str]) ->
             _drop_tags(spark, relation)
         now = int(time.time() * 1000) + 1
         before = len(java_items(iceberg_table(spark, relation).snapshots()))
-        with BRONZE_COMMITS if relation == BRONZE_MESSAGES else contextlib.nullcontext():
+        with bronze_commits(relation):
             expired = expire_snapshots(spark, actions, relation, min(now, keep_since or now), 1)
         snapshots += before - len(java_items(iceberg_table(spark, relation).snapshots()))
         files += (

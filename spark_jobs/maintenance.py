@@ -15,7 +15,6 @@ name from upstream is ever part of SQL text here. Two guards keep the pipeline's
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from spark_jobs.runtime.iceberg import iceberg_table, main_snapshot, snapshot_ut
 from spark_jobs.runtime.jvm import java_items
 from spark_jobs.runtime.lock import CONTINUOUS_HOLDER, source_lock
 from spark_jobs.runtime.results import Result
-from spark_jobs.runtime.tables import BRONZE_COMMITS, BRONZE_MESSAGES, SILVER_RUNS, TABLES, ensure_tables
+from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_RUNS, TABLES, bronze_commits, ensure_tables
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +146,7 @@ def maintain_table(
     a gold or history table, whose snapshot of the retention's start stays (`keep_published`). `not_compacted`:
     why the table is not to be compacted this time (empty: it is). Bronze is maintained between two landing
     commits of this process, never across one (`BRONZE_COMMITS`)."""
-    with BRONZE_COMMITS if table in layer_tables("bronze") else contextlib.nullcontext():
+    with bronze_commits(table):
         return _maintain_table(spark, table, settings, keep_since_millis, published, not_compacted)
 
 

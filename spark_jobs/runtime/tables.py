@@ -5,6 +5,7 @@ Table names are constants of ours (`namespace.table`), so SQL text may name them
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -59,6 +60,12 @@ class TableDefinition:
 # survivor references. Landing commits to bronze.messages, bronze.landing_runs and bronze.landing_gaps,
 # maintenance to each of them and erasure to bronze.messages, under this lock.
 BRONZE_COMMITS = threading.RLock()
+
+
+def bronze_commits(table: str) -> contextlib.AbstractContextManager:
+    """`BRONZE_COMMITS` for one of bronze's tables; nothing to take for any other table."""
+    return BRONZE_COMMITS if table in {t.name for t in TABLES["bronze"]} else contextlib.nullcontext()
+
 
 BRONZE_PROPERTIES = {
     "format-version": "2",
