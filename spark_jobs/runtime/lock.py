@@ -3,9 +3,12 @@ the ingest DAG triggered while a rebuild runs waits for it (and the other way ro
 
 A thread that already holds a source's lock takes it again at no cost (`ticdc-lake run` holds it across its
 steps, each of which takes it too). The lock is an exclusive `flock` on `<local_dir>/locks/<source>.lock`, taken
-before the Spark session opens (in embedded mode two processes cannot share the metastore anyway). The kernel drops it when its process ends, even
-by SIGKILL, so a killed run never leaves a stale lock. The file says who holds it, for the waiting side's log.
-In cluster mode `runtime.local_dir` must be a directory every Airflow worker shares.
+before the Spark session opens. The kernel drops it when its process ends, even by SIGKILL, so a killed run never
+leaves a stale lock. The file says who holds it, for the waiting side's log. In cluster mode `runtime.local_dir`
+must be a directory every Airflow worker shares.
+
+A process lock (`hold_for_process`) is the same kind of lock, held from when it is taken until the process ends:
+in embedded mode, the metastore's (`spark_session.hold_embedded_metastore`), since Derby admits one JVM at a time.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 log = logging.getLogger(__name__)
 
@@ -59,30 +63,9 @@ def source_lock(
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+") as handle:
-        started = time.monotonic()
-        reported, locked = None, False
-        while not locked:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                locked = True
-            except BlockingIOError:
-                if unless_held_by and str(_held_by(path).get("holder", "")).startswith(unless_held_by):
-                    break
-                now = time.monotonic()
-                if reported is None or now - reported >= REPORT_EVERY_SECONDS:
-                    log.info("source %s: %s waits for %s to finish", source, holder, _holder(path))
-                    reported = now
-                time.sleep(poll_seconds)
-        if not locked:
+        if not _take(handle, path, f"source {source}", holder, poll_seconds, unless_held_by):
             yield False
             return
-        if reported is not None:
-            log.info("source %s: %s waited %.0fs; going on", source, holder, time.monotonic() - started)
-        handle.seek(0)
-        handle.truncate()
-        since = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        handle.write(json.dumps({"holder": holder, "pid": os.getpid(), "since": since}))
-        handle.flush()
         held.add(path)
         try:
             yield True
@@ -92,3 +75,48 @@ def source_lock(
             handle.truncate()
             handle.flush()
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _take(handle: IO[str], path: Path, what: str, holder: str, poll_seconds: float, unless_held_by: str | None) -> bool:
+    """Wait for the exclusive lock on `handle` (logged when the wait starts, every minute while it lasts, and
+    when it ends), then write who holds it; False, without waiting, where the holder's name starts with
+    `unless_held_by`."""
+    started = time.monotonic()
+    reported = None
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if unless_held_by and str(_held_by(path).get("holder", "")).startswith(unless_held_by):
+                return False
+            now = time.monotonic()
+            if reported is None or now - reported >= REPORT_EVERY_SECONDS:
+                log.info("%s: %s waits for %s to finish", what, holder, _holder(path))
+                reported = now
+            time.sleep(poll_seconds)
+    if reported is not None:
+        log.info("%s: %s waited %.0fs; going on", what, holder, time.monotonic() - started)
+    handle.seek(0)
+    handle.truncate()
+    since = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    handle.write(json.dumps({"holder": holder, "pid": os.getpid(), "since": since}))
+    handle.flush()
+    return True
+
+
+_PROCESS_LOCKS: dict[Path, IO[str]] = {}  # the process locks this process holds, open until it ends
+_PROCESS_LOCKS_TAKING = threading.Lock()  # flock's locks are per open file: one handle per path in a process
+
+
+def hold_for_process(path: Path, what: str, holder: str, poll_seconds: float = 0.5) -> None:
+    """Hold the exclusive lock on `path` from now until the process ends, waiting as long as another process
+    holds it (logged as `source_lock` logs); a process that holds it already goes on at once."""
+    path = path.resolve()
+    with _PROCESS_LOCKS_TAKING:
+        if path in _PROCESS_LOCKS:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("a+")
+        _take(handle, path, what, holder, poll_seconds, None)
+        _PROCESS_LOCKS[path] = handle

@@ -18,6 +18,7 @@ from spark_jobs.errors import CatalogUnavailableError, ConfigError
 from spark_jobs.runtime.jvm import import_pyspark_names
 from spark_jobs.runtime.local_fs import CLASS_NAME as LOCAL_FS_CLASS
 from spark_jobs.runtime.local_fs import local_fs_jar, put_on_driver_class_path
+from spark_jobs.runtime.lock import hold_for_process
 from spark_jobs.runtime.logs import quiet_libraries, verbose_requested, with_quiet_spark_logs
 
 if TYPE_CHECKING:
@@ -37,6 +38,18 @@ def embedded_paths(local_dir: Path) -> dict[str, Path]:
         "jars": local_dir / "jars",
         "tmp": local_dir / "spark-tmp",
     }
+
+
+def hold_embedded_metastore(config: PipelineConfig, holder: str) -> None:
+    """Embedded mode: this process holds the metastore from now until it ends, and a Spark step of another
+    process waits for it (logged every minute) where Derby would refuse it (`XSDB6`, one JVM at a time). Taken
+    before any source's lock, so that no two processes each wait for what the other holds. A process whose JVM
+    runs already holds the metastore it opened, and opens no other."""
+    from pyspark import SparkContext
+
+    if config.runtime.mode == "embedded" and SparkContext._active_spark_context is None:
+        metastore = embedded_paths(config.local_dir)["metastore"]
+        hold_for_process(metastore.with_name(metastore.name + ".lock"), "embedded metastore", holder)
 
 
 def _discard_half_created_metastore(paths: dict[str, Path]) -> Path:
@@ -256,6 +269,7 @@ def get_spark(config: PipelineConfig, app_name: str = "ticdc-lakehouse") -> Spar
                 f"{config.path}: runtime.spark.executor_env: {archive} does not exist; "
                 "build it with `ticdc-lake pack-env`"
             )
+    hold_embedded_metastore(config, app_name)
     ready = (
         _discard_half_created_metastore(embedded_paths(config.local_dir)) if config.runtime.mode == "embedded" else None
     )

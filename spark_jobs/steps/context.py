@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from spark_jobs.config import PipelineConfig, configured_source_names, load_config, reconciled_source_names
 from spark_jobs.errors import named_transient_faults
 from spark_jobs.runtime.lock import source_lock
-from spark_jobs.runtime.spark_session import get_spark
+from spark_jobs.runtime.spark_session import get_spark, hold_embedded_metastore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,6 +33,7 @@ def writing(config: PipelineConfig, source: str, what: str) -> Iterator[SparkSes
     step of a run that holds the lock already, such as `run_once`, takes it again at no cost). A commit Iceberg
     refused because another writer (the maintenance DAG, in cluster mode) committed to the table first comes out
     as CommitConflictError, a TransientFault: retried as after an outage."""
+    hold_embedded_metastore(config, what)
     with source_lock(config.local_dir, source, what):
         spark = get_spark(config, what)
         with named_transient_faults(source):

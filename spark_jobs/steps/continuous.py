@@ -27,6 +27,7 @@ from spark_jobs.errors import ConfigError, TransientFault
 from spark_jobs.runtime import heartbeat
 from spark_jobs.runtime.lock import CONTINUOUS_HOLDER, source_lock
 from spark_jobs.runtime.results import Result
+from spark_jobs.runtime.spark_session import hold_embedded_metastore
 from spark_jobs.steps.context import ConfigRef, pipeline_config, writing
 from spark_jobs.steps.ingest import RunResult, generate_docs, record_status, run_once
 from spark_jobs.steps.maintaining import compact_gold
@@ -288,7 +289,8 @@ def run_continuously(
     stop = stop or threading.Event()
     signalled: list[int] = []
     driver = _Driver(source, cfg.local_dir, interval)
-    # the lock first: a driver that waits for another run (or another driver) writes no heartbeat meanwhile
+    # the locks first: a driver that waits for another run (or another driver) writes no heartbeat meanwhile
+    hold_embedded_metastore(cfg, f"{CONTINUOUS_HOLDER} {source}")
     with (
         _stopped_by_signals(stop, signalled),
         source_lock(cfg.local_dir, source, f"{CONTINUOUS_HOLDER} {source}"),

@@ -1,5 +1,5 @@
-"""The source lock: a second holder waits (and says for whom), a killed holder leaves no stale lock; and the
-rebuild command's table list."""
+"""The source lock: a second holder waits (and says for whom), a killed holder leaves no stale lock; a process
+lock is held until its process ends; and the rebuild command's table list."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import time
 import pytest
 
 from spark_jobs.errors import ConfigError
-from spark_jobs.runtime.lock import CONTINUOUS_HOLDER, source_lock
+from spark_jobs.runtime import lock
+from spark_jobs.runtime.lock import CONTINUOUS_HOLDER, hold_for_process, source_lock
 from spark_jobs.steps.rebuilding import parse_tables
 
 
@@ -106,6 +107,62 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
 
     threading.Thread(target=take, daemon=True).start()
     assert done.wait(10), "the lock of a killed process was still held"
+
+
+def _process_holding(path, holder: str, seconds: float) -> subprocess.Popen:
+    """A process that takes the process lock on `path`, says so, and ends `seconds` later (or when killed)."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import logging, pathlib, sys, time\n"
+            "from spark_jobs.runtime.lock import hold_for_process\n"
+            "logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='%(message)s')\n"
+            f"hold_for_process(pathlib.Path({str(path)!r}), 'embedded metastore', {holder!r}, poll_seconds=0.05)\n"
+            "print('held', time.time(), flush=True)\n"
+            f"time.sleep({seconds})\n"
+            "print('ending', time.time(), flush=True)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_process_lock_is_held_until_its_process_ends(tmp_path):
+    """What a second process's Spark step does in embedded mode: it waits, saying for whom, until the process
+    holding the metastore has ended, then takes it."""
+    path = tmp_path / "metastore_db.lock"
+    first = _process_holding(path, "publish gold shop", 2.0)
+    assert first.stdout.readline().split()[0] == "held"
+    second = _process_holding(path, "maintain", 0)
+    lines = second.communicate(timeout=60)[0].splitlines()
+    first_lines = first.communicate(timeout=60)[0].splitlines()
+    assert lines[0].startswith(f"embedded metastore: maintain waits for publish gold shop (pid {first.pid}, since ")
+    assert lines[1].startswith("embedded metastore: maintain waited ") and lines[1].endswith("s; going on")
+    ended = float(first_lines[-1].split()[1])
+    taken = float(lines[2].split()[1])
+    assert lines[2].startswith("held") and taken >= ended, "the second process took the lock while the first ran"
+
+
+def test_a_process_lock_is_taken_once_per_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(lock, "_PROCESS_LOCKS", {})
+    path = tmp_path / "metastore_db.lock"
+    hold_for_process(path, "embedded metastore", "tests")
+    taken = threading.Event()
+    thread = threading.Thread(target=lambda: (hold_for_process(path, "embedded metastore", "a thread"), taken.set()))
+    thread.start()
+    assert taken.wait(5), "a second thread of the holding process waited for its own process"
+    thread.join()
+    assert list(lock._PROCESS_LOCKS) == [path.resolve()]
+    killed = _process_holding(path, "another process", 0)
+    try:
+        assert killed.stdout.readline().startswith("embedded metastore: another process waits for tests")
+    finally:
+        killed.kill()
+        killed.wait()
+        lock._PROCESS_LOCKS.pop(path.resolve()).close()
+    after = _process_holding(path, "the next process", 0)
+    assert after.communicate(timeout=30)[0].splitlines()[0].startswith("held"), "a closed process lock still held"
 
 
 @pytest.mark.parametrize(
