@@ -18,6 +18,7 @@ only one that may open that metastore then.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import signal
@@ -29,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.config import load_config
-from spark_jobs.runtime import heartbeat
+from spark_jobs.runtime import freshness, heartbeat
 from spark_jobs.runtime.spark_session import get_spark
 from spark_jobs.runtime.tables import BRONZE_MESSAGES, SILVER_ROW_CHANGES
 from tests.e2e.kill import REPO, Moments, check_in_own_process, own_runtime, run, slices, stderr_shows
@@ -49,6 +50,17 @@ def fault_workload() -> Workload:
     return random_workload(SEED, tables=3, changes=60, protocol="canal-json")
 
 
+class _Lines(logging.Handler):
+    """Every message of a logger, as a list."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 def wait_for(condition, what: str, seconds: float = CATCH_UP_SECONDS):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -60,7 +72,7 @@ def wait_for(condition, what: str, seconds: float = CATCH_UP_SECONDS):
 
 
 def test_killed_supervised_paused_and_stopped_the_driver_loses_and_doubles_nothing(
-    broker, source_config, config_file, airflow_db, tmp_path, capfd
+    broker, source_config, config_file, airflow_db, tmp_path
 ):
     rng = random.Random(SEED)
     workload = fault_workload()
@@ -92,6 +104,9 @@ def test_killed_supervised_paused_and_stopped_the_driver_loses_and_doubles_nothi
     previous_config = os.environ["TICDC_LAKE_CONFIG"]
     os.environ["TICDC_LAKE_CONFIG"] = str(config)
     killed: list[int] = []
+    # the alert lines as logged: Airflow's logging prints to the stream (and through the root handlers) it found
+    # when it was set up in this process, which an earlier test of the same worker may have done
+    alert_lines = _Lines()
     killer = threading.Thread(target=lambda: killed.append(kill_the_driver_once_watched(local_dir)))
     try:
         from airflow.dag_processing.dagbag import DagBag
@@ -99,6 +114,7 @@ def test_killed_supervised_paused_and_stopped_the_driver_loses_and_doubles_nothi
 
         bag = DagBag(dag_folder=str(REPO / "dags"))
         assert not bag.import_errors, bag.import_errors
+        freshness.log.addHandler(alert_lines)
         killer.start()
         dag_run = bag.get_dag(f"ticdc_continuous__{SOURCE}").test(
             run_conf={"interval_seconds": 1, "watch_minutes": 0.25, "max_lag_seconds": 0}
@@ -107,8 +123,7 @@ def test_killed_supervised_paused_and_stopped_the_driver_loses_and_doubles_nothi
         assert dag_run.state == DagRunState.SUCCESS, f"DAG run ended {dag_run.state}"
         (ti,) = dag_run.get_task_instances()
         assert ti.try_number == 2, "the first try failed when its driver died, the retry started another"
-        printed = capfd.readouterr()
-        alerts = [line for line in (printed.out + printed.err).splitlines() if "ticdc-lake alert: task" in line]
+        alerts = [line for line in alert_lines.lines if "ticdc-lake alert: task" in line]
         assert len(alerts) == 1 and "DriverGone" in alerts[0] and SOURCE in alerts[0], alerts
         supervised = beat()
         assert supervised["pid"] != killed[0] and heartbeat.is_alive(supervised), supervised
@@ -123,6 +138,7 @@ def test_killed_supervised_paused_and_stopped_the_driver_loses_and_doubles_nothi
         produce(broker.bootstrap, parts.pop(0))
         wait_for(lambda: beat().get("consistent_ts") == workload.consistent_ts, "the driver's catching up")
     finally:
+        freshness.log.removeHandler(alert_lines)
         os.environ["TICDC_LAKE_CONFIG"] = previous_config
         # 4. stop
         pid = beat().get("pid")
