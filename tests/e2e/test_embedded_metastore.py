@@ -1,6 +1,7 @@
 """Embedded mode opens its Derby metastore from one JVM at a time. A Spark step of another process waits for the
 process that holds it, saying for whom, and then runs: here a continuous driver of one source holds the lakehouse
-while a gold step of another source starts (without the wait, Derby refuses the second JVM: `XSDB6`).
+while a run of another source starts, and that run then publishes its gold (without the wait, Derby refuses the
+second JVM: `XSDB6`).
 
 Both are real `ticdc-lake` processes on a lakehouse of the test's own (never the test session's metastore).
 """
@@ -8,17 +9,21 @@ Both are real `ticdc-lake` processes on a lakehouse of the test's own (never the
 from __future__ import annotations
 
 import dataclasses
+import random
 import subprocess
 import time
 
 import pytest
 
-from tests.e2e.kill import BIN, own_runtime, stderr_shows
+from tests.e2e.kill import BIN, own_runtime, slices, stderr_shows
+from ticdc_devkit.broker import produce
+from ticdc_devkit.simulator.workload import random_workload
 
 pytestmark = pytest.mark.e2e
 
 HOLDER, WAITER = "held", "waiting"
 BATCHES, INTERVAL_SECONDS = 3, 4
+SEED, TABLES = 20261130, 2
 
 
 def test_a_second_process_waits_for_the_embedded_metastore_then_runs(broker, source_config, config_file, tmp_path):
@@ -26,7 +31,10 @@ def test_a_second_process_waits_for_the_embedded_metastore_then_runs(broker, sou
     held, waiting = source_config(HOLDER, runtime=runtime), source_config(WAITER, runtime=runtime)
     config = config_file(dataclasses.replace(held, sources=[*held.sources, *waiting.sources]), tmp_path / "lake.yaml")
     broker.create_topics([HOLDER, WAITER], partitions=1)
-    driver_log, gold_log = tmp_path / "driver.log", tmp_path / "gold.log"
+    workload = random_workload(SEED, tables=TABLES, changes=20, ddl=False, preexisting=0, protocol="canal-json")
+    (stream,) = slices(workload, 1, random.Random(SEED), WAITER)
+    produce(broker.bootstrap, stream)
+    driver_log = tmp_path / "driver.log"
     with driver_log.open("wb") as stderr:
         driver = subprocess.Popen(
             [
@@ -43,8 +51,8 @@ def test_a_second_process_waits_for_the_embedded_metastore_then_runs(broker, sou
         while not ready() and driver.poll() is None and time.monotonic() - began < 300:
             time.sleep(0.2)
         assert ready(), f"the continuous driver did not start: {driver_log.read_text()[-3000:]}"
-        gold = subprocess.run(
-            [str(BIN / "ticdc-lake"), "gold", "--source", WAITER, "--config", str(config)],
+        waited = subprocess.run(
+            [str(BIN / "ticdc-lake"), "run", "--source", WAITER, "--config", str(config)],
             capture_output=True,
             text=True,
             timeout=600,
@@ -54,11 +62,11 @@ def test_a_second_process_waits_for_the_embedded_metastore_then_runs(broker, sou
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-    gold_log.write_text(gold.stderr)
     assert driver_exit == 0, f"the continuous driver failed: {driver_log.read_text()[-3000:]}"
-    assert gold.returncode == 0, f"the second process failed instead of waiting: {gold.stderr[-3000:]}"
-    assert "XSDB6" not in gold.stderr
-    assert f"embedded metastore: publish gold {WAITER} waits for continuous {HOLDER} (pid {driver.pid}" in gold.stderr
-    assert f"embedded metastore: publish gold {WAITER} waited" in gold.stderr
-    assert f"source {WAITER}: no gold tables to publish yet" in gold.stderr
+    assert waited.returncode == 0, f"the second process failed instead of waiting: {waited.stderr[-3000:]}"
+    assert "XSDB6" not in waited.stderr
+    assert f"embedded metastore: run {WAITER} waits for continuous {HOLDER} (pid {driver.pid}" in waited.stderr
+    assert f"embedded metastore: run {WAITER} waited" in waited.stderr
+    published = f"{WAITER}: {TABLES} gold tables consistent as of TiDB ts {workload.consistent_ts} (watermark)"
+    assert published in waited.stdout, waited.stdout + waited.stderr[-3000:]
     assert f"batch {BATCHES}:" in driver_log.read_text(), "the driver was stopped before its last batch"
