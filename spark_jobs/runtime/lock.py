@@ -118,5 +118,9 @@ def hold_for_process(path: Path, what: str, holder: str, poll_seconds: float = 0
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = path.open("a+")
-        _take(handle, path, what, holder, poll_seconds, None)
+        try:
+            _take(handle, path, what, holder, poll_seconds, None)
+        except BaseException:  # interrupted while waiting: nothing held, no handle left open
+            handle.close()
+            raise
         _PROCESS_LOCKS[path] = handle
