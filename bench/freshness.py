@@ -816,7 +816,10 @@ def run_cluster(args) -> dict:
         bootstrap = f"127.0.0.1:{cluster.port('broker')}"
         raw = yaml.safe_load(cluster.config_path.read_text())
         raw["sources"] = [dataclasses.asdict(source_settings(bootstrap))]
-        raw["runtime"]["spark"].setdefault("conf", {})["spark.driver.extraJavaOptions"] = gc_java_options(GC_LOG)
+        conf = raw["runtime"]["spark"].setdefault("conf", {})
+        conf["spark.driver.extraJavaOptions"] = (
+            f"{conf.get('spark.driver.extraJavaOptions', '')} {gc_java_options(GC_LOG)}"
+        )
         path = BENCH_DIR / "bench-freshness-cluster.yaml"
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
         local_dir = Path(raw["runtime"]["local_dir"])

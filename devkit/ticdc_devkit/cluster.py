@@ -50,6 +50,11 @@ log = logging.getLogger("ticdc-lake.cluster")
 STATE_FILE, CONFIG_FILE = "cluster.json", "cluster.yaml"
 WORKER_CORES, WORKER_MEMORY = 4, "6g"  # advertised: the Thrift Server and two jobs hold executors at once
 APP_CORES, THRIFT_CORES, EXECUTOR_MEMORY = 2, 1, "1g"
+# as docker-compose.yml's worker: the directory of an application that ended an hour ago goes (each holds its
+# executors' unpacked Python, about 350 MB, and a run of the ingest DAG starts six applications)
+WORKER_CLEANUP = (
+    "-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.interval=600 -Dspark.worker.cleanup.appDataTtl=3600"
+)
 READY_SECONDS = 180
 DEFAULT_DIRECTORY = PROJECT_ROOT / ".local" / "cluster"
 EXECUTOR_ENV_ARCHIVE = PROJECT_ROOT / ".local" / "executor-env.tar.gz"  # outside the cluster: survives `up`
@@ -158,6 +163,7 @@ class LoopbackCluster:
         if self.directory.exists():
             shutil.rmtree(self.directory)
         self.logs.mkdir(parents=True)
+        self.scratch_dir.mkdir()
         self.services = {}
         started = time.monotonic()
         try:
@@ -204,7 +210,18 @@ class LoopbackCluster:
         log.info("  %-22s pid %-7d port %d", service.name, service.pid, service.port)
 
     def _spark_env(self, **extra: str) -> dict[str, str]:
-        return {"SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1", **extra}
+        """The Spark JVMs' environment: their scratch (block manager, fetched jars and archives) stays in the
+        cluster's directory, where a killed executor's is removed with it, instead of in /tmp."""
+        return {
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_LOCAL_DIRS": str(self.scratch_dir),
+            **extra,
+        }
+
+    @property
+    def scratch_dir(self) -> Path:
+        return self.directory / "spark-local"
 
     def _daemon_env(self, **extra: str) -> dict[str, str]:
         """The environment of the metastore, the master and the worker: without a class path added to the
@@ -280,7 +297,7 @@ class LoopbackCluster:
             [spark_class(), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", self.master_url]
             + ["--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY, "--webui-port", str(ui)]
             + ["--work-dir", str(self.work_dir)],
-            self._daemon_env(SPARK_DAEMON_MEMORY="512m"),
+            self._daemon_env(SPARK_DAEMON_MEMORY="512m", SPARK_WORKER_OPTS=WORKER_CLEANUP),
             ui,
         )
         self._wait(worker, lambda: self._registered(ui), "register with the master")
@@ -328,10 +345,13 @@ class LoopbackCluster:
                     "spark.driver.bindAddress": "127.0.0.1",
                     "spark.cores.max": str(APP_CORES),
                     "spark.executor.memory": EXECUTOR_MEMORY,
+                    # the JVMs' temporary files stay in the cluster's directory: an executor copies the executors'
+                    # environment (116 MB) there before unpacking it, and a killed one leaves the copy
+                    "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={self.scratch_dir}",
+                    "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={self.scratch_dir} {jvm_options}".strip(),
                     # the metastore's Derby has no lock tables (HIVE_LOCKS): Iceberg must not ask for locks;
                     # the pipeline's own lock (runtime/lock.py) keeps one writer per source
                     "spark.hadoop.iceberg.engine.hive.lock-enabled": "false",
-                    **({"spark.executor.extraJavaOptions": jvm_options} if jvm_options else {}),
                 },
             },
             "catalog": {
@@ -381,6 +401,7 @@ class LoopbackCluster:
             "TICDC_LAKE_CONFIG": str(self.config_path),
             "TICDC_DEMO_BOOTSTRAP": f"127.0.0.1:{self.port('broker')}",
             "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
+            "SPARK_LOCAL_DIRS": str(self.scratch_dir),  # the drivers' scratch, as the other Spark JVMs'
         }
         if api is not None:
             env |= {
@@ -493,7 +514,8 @@ class LoopbackCluster:
     # -- down ---------------------------------------------------------------------------------------------------
 
     def down(self) -> list[str]:
-        """Stop every service (SIGTERM to its process group, SIGKILL after 20 s), the last started first."""
+        """Stop every service (SIGTERM to its process group, SIGKILL after 20 s), the last started first; then
+        drop what the executors unpacked and fetched (hundreds of MB an application), keeping their logs."""
         stopped = []
         for service in reversed(list(self.services.values())):
             if not service.pid or not _alive(service.pid):
@@ -508,4 +530,11 @@ class LoopbackCluster:
             if _alive(service.pid):
                 os.killpg(service.pid, signal.SIGKILL)
             stopped.append(service.name)
-        return stopped + [f"stray process {pid}" for pid in kill_strays(self.directory)]
+        stopped += [f"stray process {pid}" for pid in kill_strays(self.directory)]
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        for copy in self.work_dir.glob("app-*/*/*"):
+            if copy.is_dir():
+                shutil.rmtree(copy, ignore_errors=True)
+            elif copy.name not in ("stdout", "stderr"):
+                copy.unlink(missing_ok=True)
+        return stopped

@@ -109,13 +109,14 @@ _PROCESS_LOCKS: dict[Path, IO[str]] = {}  # the process locks this process holds
 _PROCESS_LOCKS_TAKING = threading.Lock()  # flock's locks are per open file: one handle per path in a process
 
 
-def hold_for_process(path: Path, what: str, holder: str, poll_seconds: float = 0.5) -> None:
+def hold_for_process(path: Path, what: str, holder: str, poll_seconds: float = 0.5) -> bool:
     """Hold the exclusive lock on `path` from now until the process ends, waiting as long as another process
-    holds it (logged as `source_lock` logs); a process that holds it already goes on at once."""
+    holds it (logged as `source_lock` logs); a process that holds it already goes on at once. True when this call
+    took it: every process that held it before has ended."""
     path = path.resolve()
     with _PROCESS_LOCKS_TAKING:
         if path in _PROCESS_LOCKS:
-            return
+            return False
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = path.open("a+")
         try:
@@ -124,3 +125,4 @@ def hold_for_process(path: Path, what: str, holder: str, poll_seconds: float = 0
             handle.close()
             raise
         _PROCESS_LOCKS[path] = handle
+        return True

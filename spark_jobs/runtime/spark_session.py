@@ -44,12 +44,19 @@ def hold_embedded_metastore(config: PipelineConfig, holder: str) -> None:
     """Embedded mode: this process holds the metastore from now until it ends, and a Spark step of another
     process waits for it (logged every minute) where Derby would refuse it (`XSDB6`, one JVM at a time). Taken
     before any source's lock, so that no two processes each wait for what the other holds. A process whose JVM
-    runs already holds the metastore it opened, and opens no other."""
+    runs already holds the metastore it opened, and opens no other. Whoever takes it empties the Spark scratch
+    directory: all in it is left by processes that have ended (a killed JVM leaves its copy of the jars, 43 MB)."""
     from pyspark import SparkContext
 
     if config.runtime.mode == "embedded" and SparkContext._active_spark_context is None:
-        metastore = embedded_paths(config.local_dir)["metastore"]
-        hold_for_process(metastore.with_name(metastore.name + ".lock"), "embedded metastore", holder)
+        paths = embedded_paths(config.local_dir)
+        lock = paths["metastore"].with_name(paths["metastore"].name + ".lock")
+        if hold_for_process(lock, "embedded metastore", holder) and paths["tmp"].is_dir():
+            for left in paths["tmp"].iterdir():
+                if left.is_dir() and not left.is_symlink():
+                    shutil.rmtree(left, ignore_errors=True)
+                else:
+                    left.unlink(missing_ok=True)
 
 
 def _discard_half_created_metastore(paths: dict[str, Path]) -> Path:
