@@ -45,6 +45,8 @@ def ticdc_maintenance():
     newest snapshots always kept) and `orphan_age_hours` (keep it at 24 or more while anything else writes).
     Snapshots a tag or branch references are never expired (Iceberg keeps them by itself). Landing may run at the
     same time: a landing commit that meets a maintenance commit plans again and retries; nothing is lost.
+    In embedded mode, while a continuous driver runs, every task returns at once: the driver holds the metastore
+    and maintains the lakehouse itself (`maintenance.continuous_every`), and the report says so.
     A failed task logs one `ticdc-lake alert:` line with its cause.
     """
 

@@ -318,6 +318,12 @@ class MaintenanceSettings:
     snapshot_retention_days: int = 7  # snapshots older than this are expired ...
     retain_last: int = 10  # ... but never the newest this many of main
     orphan_age_hours: int = 72  # files no snapshot references are deleted once older than this
+    # in embedded mode a continuous driver holds the metastore, so it maintains the lakehouse itself this often
+    continuous_every: str = "1d"
+
+    @property
+    def continuous_interval(self) -> timedelta:
+        return parse_duration(self.continuous_every)
 
 
 @dataclass(frozen=True)
@@ -470,6 +476,11 @@ def _check(config: PipelineConfig, file: Path) -> None:
         raise fail("maintenance.retain_last", f"must be 1 or more, got {m.retain_last}")
     if m.orphan_age_hours < 0:
         raise fail("maintenance.orphan_age_hours", f"must be 0 or more, got {m.orphan_age_hours}")
+    try:
+        if not m.continuous_interval:
+            raise fail("maintenance.continuous_every", "must be longer than 0")
+    except ValueError as exc:
+        raise fail("maintenance.continuous_every", str(exc)) from None
     durations = {}
     for key in ("warn_after", "error_after"):
         text = getattr(config.freshness, key)

@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -109,20 +109,33 @@ _PROCESS_LOCKS: dict[Path, IO[str]] = {}  # the process locks this process holds
 _PROCESS_LOCKS_TAKING = threading.Lock()  # flock's locks are per open file: one handle per path in a process
 
 
-def hold_for_process(path: Path, what: str, holder: str, poll_seconds: float = 0.5) -> bool:
+def hold_for_process(
+    path: Path,
+    what: str,
+    holder: str,
+    poll_seconds: float = 0.5,
+    unless_held_by: str | None = None,
+    on_taken: Callable[[], None] | None = None,
+) -> bool:
     """Hold the exclusive lock on `path` from now until the process ends, waiting as long as another process
-    holds it (logged as `source_lock` logs); a process that holds it already goes on at once. True when this call
-    took it: every process that held it before has ended."""
+    holds it (logged as `source_lock` logs); a process that holds it already goes on at once. `on_taken` runs when
+    this call took it, that is when every process that held it before has ended. False, without waiting, where
+    the holder's name starts with `unless_held_by`."""
     path = path.resolve()
     with _PROCESS_LOCKS_TAKING:
         if path in _PROCESS_LOCKS:
-            return False
+            return True
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = path.open("a+")
         try:
-            _take(handle, path, what, holder, poll_seconds, None)
+            taken = _take(handle, path, what, holder, poll_seconds, unless_held_by)
         except BaseException:  # interrupted while waiting: nothing held, no handle left open
             handle.close()
             raise
+        if not taken:
+            handle.close()
+            return False
         _PROCESS_LOCKS[path] = handle
-        return True
+    if on_taken is not None:
+        on_taken()
+    return True

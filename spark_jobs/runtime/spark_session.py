@@ -40,23 +40,30 @@ def embedded_paths(local_dir: Path) -> dict[str, Path]:
     }
 
 
-def hold_embedded_metastore(config: PipelineConfig, holder: str) -> None:
+def hold_embedded_metastore(config: PipelineConfig, holder: str, unless_held_by: str | None = None) -> bool:
     """Embedded mode: this process holds the metastore from now until it ends, and a Spark step of another
     process waits for it (logged every minute) where Derby would refuse it (`XSDB6`, one JVM at a time). Taken
     before any source's lock, so that no two processes each wait for what the other holds. A process whose JVM
     runs already holds the metastore it opened, and opens no other. Whoever takes it empties the Spark scratch
-    directory: all in it is left by processes that have ended (a killed JVM leaves its copy of the jars, 43 MB)."""
+    directory: all in it is left by processes that have ended (a killed JVM leaves its copy of the jars, 43 MB).
+    False, without waiting, where the holder's name starts with `unless_held_by`; True in cluster mode."""
     from pyspark import SparkContext
 
-    if config.runtime.mode == "embedded" and SparkContext._active_spark_context is None:
-        paths = embedded_paths(config.local_dir)
-        lock = paths["metastore"].with_name(paths["metastore"].name + ".lock")
-        if hold_for_process(lock, "embedded metastore", holder) and paths["tmp"].is_dir():
-            for left in paths["tmp"].iterdir():
-                if left.is_dir() and not left.is_symlink():
-                    shutil.rmtree(left, ignore_errors=True)
-                else:
-                    left.unlink(missing_ok=True)
+    if config.runtime.mode != "embedded" or SparkContext._active_spark_context is not None:
+        return True
+    paths = embedded_paths(config.local_dir)
+    lock = paths["metastore"].with_name(paths["metastore"].name + ".lock")
+    return hold_for_process(
+        lock, "embedded metastore", holder, unless_held_by=unless_held_by, on_taken=lambda: _empty(paths["tmp"])
+    )
+
+
+def _empty(directory: Path) -> None:
+    for left in directory.iterdir() if directory.is_dir() else ():
+        if left.is_dir() and not left.is_symlink():
+            shutil.rmtree(left, ignore_errors=True)
+        else:
+            left.unlink(missing_ok=True)
 
 
 def _discard_half_created_metastore(paths: dict[str, Path]) -> Path:

@@ -30,7 +30,7 @@ from spark_jobs.runtime.results import Result
 from spark_jobs.runtime.spark_session import hold_embedded_metastore
 from spark_jobs.steps.context import ConfigRef, pipeline_config, writing
 from spark_jobs.steps.ingest import RunResult, generate_docs, record_status, run_once
-from spark_jobs.steps.maintaining import compact_gold
+from spark_jobs.steps.maintaining import compact_gold, maintain
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +66,14 @@ class ContinuousResult(Result):
     stopped_by: str  # "signal", "stop" (asked in-process) or "max_batches"
     per_batch_seconds: list[float] = field(default_factory=list)
     compacted: int = 0  # compactions of a gold or history table (COMPACT_AFTER)
+    maintained: int = 0  # maintenance runs of the whole lakehouse (embedded mode: maintenance.continuous_every)
 
     def lines(self) -> list[str]:
         return [
             f"{self.source}: {self.batches} batches in {self.seconds:.1f}s ({self.paused} paused), "
             f"{self.records} records landed, {self.row_changes} row changes; gold as of TiDB ts "
-            f"{self.consistent_ts}; {self.compacted} table compactions; stopped by {self.stopped_by}"
+            f"{self.consistent_ts}; {self.compacted} table compactions, {self.maintained} lakehouse maintenance "
+            f"runs; stopped by {self.stopped_by}"
         ]
 
 
@@ -95,6 +97,10 @@ class _Driver:
         self.built: set[str] = set()  # relations built since the docs site was last regenerated
         self.merged: Counter[str] = Counter()  # relation -> batches that built it since it was last compacted
         self.compacted = 0  # compactions of a gold or history table
+        self.maintained = 0  # maintenance runs of the lakehouse
+        # when the lakehouse was last maintained by a driver of the source (its heartbeat keeps it across restarts)
+        previous = heartbeat.read_heartbeat(local_dir, source) or {}
+        self.maintained_at_ms: int = previous.get("maintained_at_ms") or heartbeat.now_ms()
         self.status_kept = self.docs_kept = float("-inf")
         self.document: dict[str, Any] = {
             "source": source,
@@ -110,6 +116,7 @@ class _Driver:
             "published_at_ms": None,
             "fault": None,
             "recent": [],
+            "maintained_at_ms": self.maintained_at_ms,
         }
 
     def beat(self, **changes: Any) -> None:
@@ -219,6 +226,28 @@ class _Driver:
         self.compacted += len(due)
         log.info("%s", compacted.lines()[0])
 
+    def keep_lakehouse(self, cfg: Any) -> None:
+        """Embedded mode: the driver holds the metastore as long as it runs, so the maintenance DAG's steps leave
+        the lakehouse to it (`steps.maintaining`), and it maintains every table of the lakehouse (snapshot expiry,
+        orphan files, compaction) once `maintenance.continuous_every` has passed since it last did. Without this
+        the snapshots a batch commits would pile up for as long as the driver runs. A transient fault leaves it to
+        a later batch."""
+        if cfg.runtime.mode != "embedded":
+            return
+        if heartbeat.now_ms() - self.maintained_at_ms < cfg.maintenance.continuous_interval.total_seconds() * 1000:
+            return
+        try:
+            maintained = maintain(config=cfg)
+        except TransientFault as fault:
+            log.warning("source %s: lakehouse not maintained after batch %d: %s", self.source, self.batches, fault)
+            return
+        self.maintained += 1
+        self.maintained_at_ms = heartbeat.now_ms()
+        self.beat(maintained_at_ms=self.maintained_at_ms)
+        log.info(
+            "source %s: lakehouse maintained after batch %d: %s", self.source, self.batches, maintained.lines()[-1]
+        )
+
     def pause(self, fault: TransientFault) -> float:
         self.paused += 1
         self.faults_in_a_row += 1
@@ -246,6 +275,7 @@ class _Driver:
             stopped_by,
             self.per_batch,
             self.compacted,
+            self.maintained,
         )
 
 
@@ -308,6 +338,7 @@ def run_continuously(
                 continue
             driver.finished(run, time.monotonic() - started)
             driver.keep_tables(cfg, run)
+            driver.keep_lakehouse(cfg)
             driver.keep_pages(cfg, run, started_at_ms, status_every)
             if max_batches is None or driver.batches < max_batches:
                 stop.wait(max(0.0, interval - (time.monotonic() - started)))

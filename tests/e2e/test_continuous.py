@@ -216,3 +216,15 @@ def test_compactions_are_spread_over_the_batches():
 def test_pauses_grow_to_a_limit():
     assert [pause_seconds(10, attempt) for attempt in (1, 2, 3, 6)] == [10, 20, 40, 300]
     assert pause_seconds(0.5, 1) == 1.0
+
+
+def test_a_restarted_driver_counts_maintenance_from_the_last_one(tmp_path):
+    """Embedded mode's lakehouse maintenance by the driver is due `maintenance.continuous_every` after the last
+    one, which the heartbeat keeps: a driver restarted more often than that still maintains the lakehouse."""
+    first = continuous._Driver("shop", tmp_path, 1.0)
+    assert abs(first.maintained_at_ms - heartbeat.now_ms()) < 5_000  # a first driver starts the clock
+    first.maintained_at_ms = heartbeat.now_ms() - 3_600_000
+    first.beat(maintained_at_ms=first.maintained_at_ms)
+    again = continuous._Driver("shop", tmp_path, 1.0)
+    assert again.maintained_at_ms == first.maintained_at_ms
+    assert again.document["maintained_at_ms"] == first.maintained_at_ms

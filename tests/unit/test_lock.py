@@ -144,6 +144,30 @@ def test_a_process_lock_is_held_until_its_process_ends(tmp_path):
     assert lines[2].startswith("held") and taken >= ended, "the second process took the lock while the first ran"
 
 
+def test_a_process_lock_held_by_a_continuous_driver_is_not_waited_for_where_asked(tmp_path, monkeypatch):
+    """What a maintenance step does in embedded mode while a continuous driver holds the metastore: it goes on at
+    once without the lock (the driver maintains the lakehouse itself), and waits for any other holder."""
+    monkeypatch.setattr(lock, "_PROCESS_LOCKS", {})
+    path = tmp_path / "metastore_db.lock"
+    driver = _process_holding(path, f"{CONTINUOUS_HOLDER} shop", 30)
+    try:
+        assert driver.stdout.readline().split()[0] == "held"
+        started = time.monotonic()
+        assert hold_for_process(path, "embedded metastore", "maintain", unless_held_by=CONTINUOUS_HOLDER) is False
+        assert time.monotonic() - started < 1 and not lock._PROCESS_LOCKS
+    finally:
+        driver.kill()
+        driver.wait()
+    taken = []
+    assert hold_for_process(
+        path, "embedded metastore", "maintain", unless_held_by=CONTINUOUS_HOLDER, on_taken=lambda: taken.append(1)
+    )
+    assert taken == [1] and list(lock._PROCESS_LOCKS) == [path.resolve()]
+    assert hold_for_process(path, "embedded metastore", "maintain", on_taken=lambda: taken.append(2))
+    assert taken == [1], "on_taken ran for a lock the process already held"
+    lock._PROCESS_LOCKS.pop(path.resolve()).close()
+
+
 def test_a_process_lock_is_taken_once_per_process(tmp_path, monkeypatch):
     monkeypatch.setattr(lock, "_PROCESS_LOCKS", {})
     path = tmp_path / "metastore_db.lock"

@@ -42,13 +42,15 @@ def test_defaults_and_given_values_load(tmp_path):
     config = load(tmp_path, "")
     assert (config.maintenance.snapshot_retention_days, config.maintenance.retain_last) == (7, 10)
     assert config.maintenance.orphan_age_hours == 72
+    assert config.maintenance.continuous_interval == timedelta(days=1)
     assert config.freshness.warn == timedelta(minutes=30) and config.freshness.error is None
     config = load(
         tmp_path,
-        "maintenance: {snapshot_retention_days: 0, retain_last: 1, orphan_age_hours: 0}\n"
+        "maintenance: {snapshot_retention_days: 0, retain_last: 1, orphan_age_hours: 0, continuous_every: 6h}\n"
         "freshness: {warn_after: 90s, error_after: 2h}\n",
     )
     assert (config.maintenance.snapshot_retention_days, config.maintenance.retain_last) == (0, 1)
+    assert config.maintenance.continuous_interval == timedelta(hours=6)
     assert config.freshness.warn == timedelta(seconds=90) and config.freshness.error == timedelta(hours=2)
 
 
@@ -59,6 +61,8 @@ def test_defaults_and_given_values_load(tmp_path):
         ("maintenance: {snapshot_retention_days: -1}", r"maintenance\.snapshot_retention_days: must be 0 or more"),
         ("maintenance: {orphan_age_hours: -2}", r"maintenance\.orphan_age_hours: must be 0 or more"),
         ("maintenance: {orphan_age_hours: soon}", r"maintenance\.orphan_age_hours: must be an integer, got 'soon'"),
+        ("maintenance: {continuous_every: daily}", r"maintenance\.continuous_every: 'daily' is not a duration"),
+        ("maintenance: {continuous_every: 0h}", r"maintenance\.continuous_every: must be longer than 0"),
         ("maintenance: {keep: 3}", r"maintenance: unknown key 'keep'; allowed: snapshot_retention_days"),
         ("freshness: {warn_after: 30}", r"freshness\.warn_after: '30' is not a duration; use a whole number and s, m"),
         ("freshness: {error_after: 2 hours}", r"freshness\.error_after: '2 hours' is not a duration"),
