@@ -231,15 +231,30 @@ class _Driver:
         the lakehouse to it (`steps.maintaining`), and it maintains every table of the lakehouse (snapshot expiry,
         orphan files, compaction) once `maintenance.continuous_every` has passed since it last did. Without this
         the snapshots a batch commits would pile up for as long as the driver runs. A transient fault leaves it to
-        a later batch."""
+        a later batch; any other failure is logged and tried again an interval later: maintenance must not stop
+        the batches."""
         if cfg.runtime.mode != "embedded":
             return
-        if heartbeat.now_ms() - self.maintained_at_ms < cfg.maintenance.continuous_interval.total_seconds() * 1000:
+        every = cfg.maintenance.continuous_interval
+        if heartbeat.now_ms() - self.maintained_at_ms < every.total_seconds() * 1000:
             return
         try:
             maintained = maintain(config=cfg)
         except TransientFault as fault:
             log.warning("source %s: lakehouse not maintained after batch %d: %s", self.source, self.batches, fault)
+            return
+        except Exception as exc:  # logged with its cause: the batches go on
+            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+            log.warning(
+                "source %s: lakehouse maintenance failed after batch %d: %s: %s; trying again in %s",
+                self.source,
+                self.batches,
+                type(exc).__name__,
+                first_line,
+                cfg.maintenance.continuous_every,
+            )
+            self.maintained_at_ms = heartbeat.now_ms()
+            self.beat(maintained_at_ms=self.maintained_at_ms)
             return
         self.maintained += 1
         self.maintained_at_ms = heartbeat.now_ms()

@@ -5,6 +5,7 @@ heartbeat, status snapshot and docs site say what it did."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ from collections import Counter
 
 import pytest
 
+from spark_jobs.config import MaintenanceSettings
 from spark_jobs.gold import build as gold_build
 from spark_jobs.maintenance import compact_table, gold_tables
 from spark_jobs.runtime import heartbeat
@@ -228,3 +230,29 @@ def test_a_restarted_driver_counts_maintenance_from_the_last_one(tmp_path):
     again = continuous._Driver("shop", tmp_path, 1.0)
     assert again.maintained_at_ms == first.maintained_at_ms
     assert again.document["maintained_at_ms"] == first.maintained_at_ms
+
+
+def test_a_failed_maintenance_does_not_stop_the_batches(source_config, tmp_path, monkeypatch, caplog):
+    """Embedded mode: the driver's maintenance of the lakehouse failing on something other than a transient fault
+    is logged with its cause and tried again an interval later; the batches go on. (The failure is injected into
+    the step: a metastore that fails on maintenance alone cannot be made here.)"""
+    config = dataclasses.replace(
+        source_config(SOURCE, "canal-json"), maintenance=MaintenanceSettings(continuous_every="1h")
+    )
+    assert config.runtime.mode == "embedded"
+    calls = []
+
+    def failing(**kwargs):
+        calls.append(kwargs)
+        raise RuntimeError("the metastore said no\n\tat a Java stack")
+
+    monkeypatch.setattr(continuous, "maintain", failing)
+    driver = continuous._Driver(SOURCE, tmp_path, 1.0)
+    driver.maintained_at_ms = heartbeat.now_ms() - 2 * 3_600_000
+    with caplog.at_level(logging.WARNING, logger=continuous.__name__):
+        driver.keep_lakehouse(config)
+        driver.keep_lakehouse(config)  # not due again until an hour after the failure
+    assert len(calls) == 1 and driver.maintained == 0
+    expected = f"source {SOURCE}: lakehouse maintenance failed after batch 0: RuntimeError: the metastore said no; "
+    assert expected + "trying again in 1h" in caplog.text
+    assert heartbeat.read_heartbeat(tmp_path, SOURCE)["maintained_at_ms"] == driver.maintained_at_ms
