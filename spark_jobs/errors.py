@@ -163,6 +163,13 @@ _USERINFO = re.compile(r"(?:(?<=//)|(?<=^)|(?<=,))[^/@\s,]*@")
 _QUERY_VALUE = re.compile(r"(?<=[?&])([^=&#\s]+)=[^&#\s]*")
 
 
+def cause_line(exc: BaseException, limit: int | None = None) -> str:
+    """An exception's type and the first line of its message (a JVM error's stack trace follows it), for a
+    one-line alert or heartbeat; at most `limit` characters of the message."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first[:limit]}"
+
+
 def redact_address(address: str) -> str:
     """An address fit for a log line: no `user:password@`, no query-string values (tokens, signatures)."""
     return _QUERY_VALUE.sub(r"\1=***", _USERINFO.sub("", address))

@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from spark_jobs.config import FreshnessSettings
+from spark_jobs.errors import cause_line
 from spark_jobs.runtime.results import Result
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,7 @@ def log_task_failure(context, source: str) -> str:
     if ti is not None and getattr(ti, "map_index", -1) not in (-1, None):
         task += f"[{ti.map_index}]"
     exception = context.get("exception")
-    cause = (str(exception).strip().splitlines() or [""])[0] if exception is not None else ""
-    cause = f"{type(exception).__name__}: {cause}" if exception is not None else "no exception recorded"
+    cause = cause_line(exception) if exception is not None else "no exception recorded"
     line = f"ticdc-lake alert: task {task} failed for source {source}: {cause}"
     log.error(line)
     return line

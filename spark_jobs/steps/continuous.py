@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_jobs.errors import ConfigError, TransientFault
+from spark_jobs.errors import ConfigError, TransientFault, cause_line
 from spark_jobs.runtime import heartbeat
 from spark_jobs.runtime.lock import CONTINUOUS_HOLDER, source_lock
 from spark_jobs.runtime.results import Result
@@ -139,8 +139,7 @@ class _Driver:
             yield
         except BaseException as exc:
             done.set()
-            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-            self.beat(state=heartbeat.FAILED, fault=f"{type(exc).__name__}: {first_line}")
+            self.beat(state=heartbeat.FAILED, fault=cause_line(exc, 300))
             raise
         done.set()
         thread.join()
@@ -239,29 +238,22 @@ class _Driver:
         if heartbeat.now_ms() - self.maintained_at_ms < every.total_seconds() * 1000:
             return
         try:
-            maintained = maintain(config=cfg)
+            line = maintain(config=cfg).lines()[-1]
+            self.maintained += 1
+            log.info("source %s: lakehouse maintained after batch %d: %s", self.source, self.batches, line)
         except TransientFault as fault:
             log.warning("source %s: lakehouse not maintained after batch %d: %s", self.source, self.batches, fault)
             return
         except Exception as exc:  # logged with its cause: the batches go on
-            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
             log.warning(
-                "source %s: lakehouse maintenance failed after batch %d: %s: %s; trying again in %s",
+                "source %s: lakehouse maintenance failed after batch %d: %s; trying again in %s",
                 self.source,
                 self.batches,
-                type(exc).__name__,
-                first_line,
+                cause_line(exc, 300),
                 cfg.maintenance.continuous_every,
             )
-            self.maintained_at_ms = heartbeat.now_ms()
-            self.beat(maintained_at_ms=self.maintained_at_ms)
-            return
-        self.maintained += 1
         self.maintained_at_ms = heartbeat.now_ms()
         self.beat(maintained_at_ms=self.maintained_at_ms)
-        log.info(
-            "source %s: lakehouse maintained after batch %d: %s", self.source, self.batches, maintained.lines()[-1]
-        )
 
     def pause(self, fault: TransientFault) -> float:
         self.paused += 1
