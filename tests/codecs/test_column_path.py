@@ -287,3 +287,37 @@ def test_a_simple_row_in_a_chunk_read_in_one_pass_is_still_checked_and_sent_row_
     else:
         assert set(quarantined) == {2}
         assert row_wise == [0, 2]
+
+
+def test_a_canal_value_not_text_in_a_chunk_read_in_one_pass_is_quarantined_alone():
+    """Canal-JSON reads a chunk in one pass as the shape of the chunk before it. A number, an object or a boolean
+    where a value must be text or null, in `data` or `old`, must still be quarantined with the row-wise decoder's
+    reason, and cost nothing to the rows around it."""
+    table = Table("shop", "t", (Column("id", "int", nullable=False), Column("v", "varchar(8)")), key=("id",))
+    ts = 1_763_900_000_000 << 18
+    events: list = [Ddl(ts, "shop", "t", create_table_sql(table), "create_table", table_after=table)]
+    events += [RowChange(ts + (i << 18), "insert", table, None, {"id": i, "v": f"v{i}"}) for i in range(1, 10)]
+    events.append(RowChange(ts + (10 << 18), "update", table, {"id": 9, "v": "v9"}, {"id": 9, "v": "w9"}))
+    options = {"enable-tidb-extension": True}
+    values = [m.value for m in encode_stream("canal-json", events, options=dict(options))]
+    values[3] = values[3].replace(b'"v":"v3"', b'"v":3')
+    values[6] = values[6].replace(b'"v":"v6"', b'"v":{"text":"v6"}')
+    values[7] = values[7].replace(b'"id":"7"', b'"id":true')
+    values[10] = values[10].replace(b'"old":[{"id":"9","v":"v9"}]', b'"old":[{"id":"9","v":9.5}]')
+    assert values[10].count(b"9.5") == 1
+    pairs = [(None, v) for v in values]
+    with mock.patch.object(columns, "CHUNK", 2):
+        column_wise = silver_rows("canal-json", pairs, options, True)
+        decoder = column_decoder(make_decoder("canal-json", options))
+        assert decoder is not None
+        row_wise = decoder.decode_columns([None] * len(values), values).row_wise
+    assert column_wise == silver_rows("canal-json", pairs, options, False)
+    assert row_wise == [0, 3, 6, 7, 10]  # the DDL and the four messages with a value not text
+    quarantined = {r["offset"]: r["reason"] for r in column_wise if r["kind"] == "quarantine"}
+    assert quarantined == {
+        3: "canal-json: value of column 'v' must be a string or null, got 3 (at data[0].v)",
+        6: 'canal-json: value of column \'v\' must be a string or null, got {"text":"v6"} (at data[0].v)',
+        7: "canal-json: value of column 'id' must be a string or null, got true (at data[0].id)",
+        10: "canal-json: value of column 'v' must be a string or null, got 9.5 (at old[0].v)",
+    }
+    assert [r["after"]["v"] for r in column_wise if r["kind"] == "row"] == [f"v{i}" for i in (1, 2, 4, 5, 8, 9)]
