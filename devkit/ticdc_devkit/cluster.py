@@ -250,7 +250,14 @@ class LoopbackCluster:
         (conf_dir / "hive-site.xml").write_text(f"<configuration>{properties}</configuration>\n")
         # `spark-class` gives a class of its own (not Spark's daemons) no SPARK_DAEMON_* options or memory, only the
         # conf directory's `java-opts` file (its launcher splits a line as a shell does) and SPARK_DRIVER_MEMORY
-        options = [f"-Dderby.system.home={self.directory / 'metastore'}", *shlex.split(jvm_options)]
+        # its scratch (a session's `<id>_resources` directory) in the cluster's, its `hive.log` beside the other
+        # logs: by default both go to /tmp, where every cluster left them behind
+        options = [
+            f"-Dderby.system.home={self.directory / 'metastore'}",
+            f"-Djava.io.tmpdir={self.scratch_dir}",
+            f"-Dhive.log.dir={self.logs}",
+            *shlex.split(jvm_options),
+        ]
         (conf_dir / "java-opts").write_text(shlex.join(options) + "\n")
         port = free_port()
         service = self._spawn(

@@ -189,6 +189,8 @@ def test_ingest_dag_on_the_cluster_with_its_worker_killed_mid_decode_builds_gold
     killer.join()
     assert state == "success", f"{DAG} run {run_id} ended {state}; logs: {cluster.directory / 'airflow' / 'logs'}"
     assert killer.killed_at is not None, "the decode task's executors ran no task while the run was watched"
+    # the metastore logs beside the other services, not in /tmp (its scratch goes with it: cluster.py)
+    assert "HiveMetaStore" in (cluster.logs / "hive.log").read_text()
 
     checked = in_cluster_mode(cluster, "-m", "tests.e2e.cluster_check", "all", str(cluster.config_path))
     counts = json.loads(checked.stdout.strip().splitlines()[-1])
