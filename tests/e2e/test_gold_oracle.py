@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 import re
 
@@ -473,14 +474,19 @@ WITH_KEYLESS = ("canal-json",)  # TiCDC's Avro refuses a table without a key
 WITH_RULES = ("canal-json",)  # table rules act past the decoder, on every protocol alike
 
 
+# More workloads per path for a soak run: TICDC_ORACLE_SEEDS=20 runs 20 seeds of each (the suite runs one).
+SEEDS = int(os.environ.get("TICDC_ORACLE_SEEDS", "1"))
+
+
 @pytest.mark.parametrize("protocol", list(VARIANTS))
-def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config, registry, protocol, tmp_path):
-    seed = 20261123 + list(EXTENSION_OPTIONS).index(protocol)
+@pytest.mark.parametrize("run", range(SEEDS))
+def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config, registry, protocol, run, tmp_path):
+    seed = 20261123 + list(EXTENSION_OPTIONS).index(protocol) + 1000 * run
     rng = random.Random(seed)
     workload = random_workload(seed, tables=3, changes=70, preexisting=1, protocol=protocol)
     if protocol in WITH_KEYLESS:
         workload = with_keyless_table(workload, rng)
-    source = "oracle_" + protocol.replace("-", "_")
+    source = "oracle_" + protocol.replace("-", "_") + (f"_{run}" if run else "")
     options = {**EXTENSION_OPTIONS[protocol], **VARIANTS[protocol]}
     assert any(isinstance(e, RowChange) and key_changed(e) for e in workload.events), "no key change to carry"
     reg = registry if protocol == "avro" else None
