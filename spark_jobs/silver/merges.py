@@ -303,6 +303,8 @@ def merge_ddl_events(
             .collect()
         )
     shapes = [r for r in shapes if r["shape"] is not None]
+    if protocol == "avro":
+        shapes = _shape_changes(decoded, shapes)
     if not statements and not shapes:
         return 0
     recorded = _recorded_ddl_events(spark, source)
@@ -326,16 +328,70 @@ def row_shape():
 
 
 def row_shapes() -> list:
-    """Per (database, table, shape): where it first shows, as merge_ddl_events reads it."""
+    """Per (database, table, shape): where it first shows, as merge_ddl_events reads it, and its last commit ts."""
     from pyspark.sql import functions as F
 
     return [
         F.min("commit_ts").alias("commit_ts"),
+        F.max("commit_ts").alias("last_ts"),
         # as entries: a map comes back to Python through a Java HashMap, which loses the column order
         F.first(F.map_entries("column_types")).alias("column_types"),
         F.first("key_columns").alias("key_columns"),
         F.min(F.struct("topic", "partition", "offset")).alias("at"),
     ]
+
+
+def _shape_changes(decoded, shapes: list) -> list:
+    """Avro's row shapes as the schema changes they are. A shape is a step where it first shows, which is each
+    change only while a table's shapes follow one another. A shape that comes back within the batch (a column
+    added, then dropped again: the writer schema returns to one seen before) shows first before the other one,
+    so for a table whose shapes interleave every change of shape in commit order is a step, read from its rows
+    (few tables, only in such a batch)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    by_table: dict[tuple, list] = {}
+    for r in shapes:
+        by_table.setdefault((r["database"], r["table"]), []).append(r)
+    interleaved = {
+        name
+        for name, found in by_table.items()
+        if any(
+            a is not b
+            and None not in (a["commit_ts"], a["last_ts"], b["commit_ts"])
+            and a["commit_ts"] < b["commit_ts"] < a["last_ts"]
+            for a in found
+            for b in found
+        )
+    }
+    if not interleaved:
+        return shapes
+    in_order = Window.partitionBy("database", "table").orderBy(
+        "commit_ts", "topic", "partition", "offset", "event_index"
+    )
+    tables = F.array(*(F.struct(F.lit(d).alias("d"), F.lit(t).alias("t")) for d, t in sorted(interleaved)))
+    changes = (
+        decoded.where("kind = 'row'")
+        .withColumn("shape", row_shape())
+        .where(
+            F.col("shape").isNotNull()
+            & F.array_contains(tables, F.struct(F.col("database").alias("d"), F.col("table").alias("t")))
+        )
+        .withColumn("before", F.lag("shape").over(in_order))
+        .where(F.col("before").isNull() | (F.col("before") != F.col("shape")))
+        .select(
+            "database",
+            "table",
+            "shape",
+            "commit_ts",
+            F.col("commit_ts").alias("last_ts"),
+            F.map_entries("column_types").alias("column_types"),
+            "key_columns",
+            F.struct("topic", "partition", "offset").alias("at"),
+        )
+        .collect()
+    )
+    return [r for r in shapes if (r["database"], r["table"]) not in interleaved] + changes
 
 
 def merge_snapshot_schemas(

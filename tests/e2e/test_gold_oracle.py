@@ -33,7 +33,7 @@ import pytest
 
 from spark_jobs import steps
 from spark_jobs.bronze.land import land_bronze
-from spark_jobs.canonical.values import canonical_type
+from spark_jobs.canonical.values import INTEGER_TYPES, canonical_type, parse_type
 from spark_jobs.config import DELETE_MODES, GoldSettings, TableLayout, TableRules
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
@@ -46,6 +46,7 @@ from ticdc_devkit.broker import produce
 from ticdc_devkit.dumpling_export import write_export
 from ticdc_devkit.gold_check import oracle_state, rows_state
 from ticdc_devkit.registry import running_registry
+from ticdc_devkit.simulator.avro import tidb_type
 from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, dispatch_partition, key_changed
 from ticdc_devkit.simulator.oracle import (
     key_text,
@@ -91,7 +92,12 @@ SPARK_TYPES = {
 }
 
 
-def expected_spark_type(mysql_type: str) -> str:
+def expected_spark_type(column: Column, protocol: str) -> str:
+    """A column's type in gold: its MySQL type's, as far as the protocol tells it (Avro sends `tidb_type`
+    alone, where TINYINT to MEDIUMINT are INT, and their unsigned forms INT UNSIGNED)."""
+    mysql_type = column.type
+    if protocol == "avro" and parse_type(mysql_type)[0] in INTEGER_TYPES:
+        mysql_type = tidb_type(column)
     canonical = canonical_type(mysql_type)
     if canonical.startswith("decimal"):
         if "(" not in canonical:
@@ -170,7 +176,7 @@ def assert_gold_is_upstream(
         relation = f"{quote_ident(namespace)}.{quote_ident(gold_name)}"
         fields = [f for f in spark.table(relation).schema.fields if f.name not in GOLD_COLUMNS]
         assert [(f.name, f.dataType.simpleString()) for f in fields] == [
-            (c.name, expected_spark_type(c.type)) for c in table.columns
+            (c.name, expected_spark_type(c, workload.protocol)) for c in table.columns
         ], f"{db}.{t}: gold columns differ from upstream"
         if not table.key:
             actual = changes_in(spark, relation, table, "_commit_ts")
@@ -574,10 +580,10 @@ def erase_random_key(spark, config, source: str, workload, ts: int, rules, rng) 
     assert candidates, "no row to erase"
     renamed = {(e.database, e.table) for e in workload.events if isinstance(e, Ddl) and e.ddl_type == "rename_table"}
     db, t, table, columns, row = rng.choice([c for c in candidates if c[:2] in renamed] or candidates)
-    key_columns = spark.sql(
+    key_columns = spark.sql(  # named as the table's newest change names them: a key column may have been renamed
         f"""SELECT key_columns FROM {SILVER_ROW_CHANGES} WHERE source = :s AND database = :d AND `table` = :t
-            AND row_key = :k LIMIT 1""",
-        args={"s": source, "d": db, "t": t, "k": row["_row_key"]},
+            ORDER BY commit_ts DESC LIMIT 1""",
+        args={"s": source, "d": db, "t": t},
     ).collect()[0][0]
     key = dict(zip(key_columns, json.loads(row["_row_key"])))
     erasure.erase(spark, config, source, db, t, key, "the gold oracle")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import random
 
 import pytest
@@ -463,6 +464,33 @@ def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(
     assert main(["quarantine", "list", "--source", "inv_bad", "--config", str(written)]) == 0
     listed = capsys.readouterr().out
     assert "inv_bad" in listed and "inv_bad[0]@14" in listed and "corrupt snappy" in listed
+
+
+def test_an_avro_writer_schema_that_comes_back_in_one_run_is_a_change_too(spark, broker, source_config, registry):
+    """A column added and dropped again within what one silver run decodes: the writer schema returns to the one
+    the table had (the registry gives it its old id), and the drop is a change of schema as much as the add."""
+    wider = dataclasses.replace(ITEMS, columns=ITEMS.columns + (Column("color", "varchar(8)"),))
+    base = {"name": "a", "qty": 1, "price": 1.0, "status": "new", "created": dt.datetime(2025, 1, 1), "note": None}
+    events = [
+        RowChange(tso(1), "insert", ITEMS, after={"id": 1, **base}),
+        RowChange(tso(2), "insert", wider, after={"id": 2, **base, "color": "red"}),
+        RowChange(tso(3), "insert", ITEMS, after={"id": 3, **base}),
+        RowChange(tso(4), "insert", ITEMS, after={"id": 4, **base}),
+    ]
+    publish(broker, "avro", events, "inv_avro_back", registry=registry)
+    config = source_config("inv_avro_back", "avro", registry=registry)
+    _, result = land_and_decode(spark, config, "inv_avro_back")
+    assert result.decoded == 4
+    ddl = sorted(
+        of_source(spark, SILVER_DDL_EVENTS, "inv_avro_back", "ddl_type, ddl_sql, commit_ts, table_schema"),
+        key=lambda d: d["commit_ts"],
+    )
+    assert [(d["ddl_type"], d["ddl_sql"], d["commit_ts"]) for d in ddl] == [
+        ("create_table", "inferred from the Avro writer schema: table seen", tso(1) - 1),
+        ("add_column", "inferred from the Avro writer schema: added color", tso(2) - 1),
+        ("drop_column", "inferred from the Avro writer schema: dropped color", tso(3) - 1),
+    ]
+    assert "color" not in [c["name"] for c in json.loads(ddl[-1]["table_schema"])["columns"]]
 
 
 def test_avro_writer_schema_change_becomes_an_inferred_ddl(spark, broker, source_config, registry):
