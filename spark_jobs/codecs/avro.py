@@ -296,9 +296,10 @@ class AvroDecoder:
         of each writer schema are read at once (`read_records`), their keys only checked, and each column is made
         canonical for the whole batch.
 
-        Silver places a row without a commit ts after the last commit before it on its partition, and learns the
-        commits from what `decode` decodes: so the last message taken before each message that may lack a commit
-        ts, and the batch's last taken, are left to `decode` too.
+        Silver places a row without a commit ts after the last commit before it on its partition, or before the
+        next where that one is older (the partition sent again), and learns the commits from what `decode`
+        decodes: so the last message taken before each message that may lack a commit ts, the first taken after
+        it, and the batch's last taken, are left to `decode` too.
         """
         count = len(values)
         value_payloads, key_payloads = Payloads.of(values), Payloads.of(keys)
@@ -322,9 +323,11 @@ class AvroDecoder:
                 taken[rows[~group.bad]] = True
                 groups.append(group)
         last = np.maximum.accumulate(np.where(taken, np.arange(count), -1))
+        following = np.minimum.accumulate(np.where(taken, np.arange(count), count)[::-1])[::-1]
         readers = np.flatnonzero(~stamped[1:]) + 1
-        moved = np.append(last[readers - 1], last[-1:])
-        taken[moved[moved >= 0]] = False
+        after = np.flatnonzero(~stamped[:-1]) + 1
+        moved = np.concatenate((last[readers - 1], last[-1:], following[after]))
+        taken[moved[(moved >= 0) & (moved < count)]] = False
         blocks = []
         for group in sorted(groups, key=lambda g: int(g.rows[taken[g.rows]].max(initial=-1))):
             blocks.extend(group.blocks(taken[group.rows], self._last_columns))

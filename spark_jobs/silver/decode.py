@@ -106,7 +106,8 @@ def decode_batches(
         except DecodeError:
             pass
     waiting: list[Message] = []
-    last_ts: dict[tuple[str, int], int] = dict(partition_ts or {})
+    placement = Placement(partition_ts, remember=protocol == "avro")
+    held: DecodedColumns | None = None  # a batch's rows wait for the next batch, whose first change may place them
     for batch in batches:
         out = DecodedColumns()
         rest = batch
@@ -116,16 +117,20 @@ def decode_batches(
                 yield block_rows(block, batch)
             rest = batch.take(pa.array(decoded.row_wise, pa.int32()))
         for message in _messages(rest):
-            if _decode_one(decoder, protocol, message, out, last_ts) is not None:
+            if _decode_one(decoder, protocol, message, out, placement) is not None:
                 waiting.append(message)
-        yield out.record_batch()
+        if held is not None:
+            yield held.record_batch()
+        held = out
     if waiting:
         out = DecodedColumns()
         for message in waiting:
-            reason = _decode_one(decoder, protocol, message, out, last_ts)
+            reason = _decode_one(decoder, protocol, message, out, placement)
             if reason is not None:
                 out.problem(*message[:3], "waiting", reason)
         yield out.record_batch()
+    if held is not None:
+        yield held.record_batch()
 
 
 def _messages(batch: pa.RecordBatch) -> Iterator[Message]:
@@ -199,13 +204,13 @@ def _array(values: list, type_: pa.DataType, shared: bool = False) -> pa.Array:
     return pa.MapArray.from_arrays(pa.array(offsets), keys, items, type_, mask=mask)
 
 
-def _decode_one(decoder, protocol: str, message: Message, out: DecodedColumns, last_ts: dict) -> str | None:
+def _decode_one(decoder, protocol: str, message: Message, out: DecodedColumns, placement: Placement) -> str | None:
     """Decode one message into `out`; returns the reason when it waits for its schema (nothing appended).
 
     A row that carries no commit timestamp (Avro deletes; every Avro row without the TiDB extension) is
     placed just after the last commit seen on its partition (in this task, or in silver before it), or else
     at the Kafka record's timestamp (milliseconds, with the offset as the logical part): flagged
-    commit_ts_inferred, it orders after the changes before it on its partition. An insert or update that
+    commit_ts_inferred, it orders after the changes before it on its partition (`Placement`). An insert or update that
     holds only the handle key (large-message handle-key-only without claim-check) would write NULLs over
     real values in gold: its message goes to quarantine instead. An update that changed its row's key
     becomes the delete of the old key and the insert of the new (`split_key_change`).
@@ -233,10 +238,12 @@ def _decode_one(decoder, protocol: str, message: Message, out: DecodedColumns, l
     for index, e in enumerate(e for event in events for e in split_key_change(event)):
         commit_ts, flags, is_row = e.commit_ts, e.flags, e.kind == "row"
         if commit_ts is None and is_row:
-            commit_ts = _inferred_commit_ts(last_ts.get((topic, partition)), kafka_ms, offset)
+            # a keyless row's key holds its commit ts (`change_key`): it keeps the place it is given here
+            held = columns["commit_ts"] if e.key_columns else None
+            commit_ts = placement.inferred((topic, partition), hash((key, value, index)), kafka_ms, offset, held)
             flags = flags if "commit_ts_inferred" in flags else [*flags, "commit_ts_inferred"]
-        if commit_ts is not None and is_row:
-            last_ts[(topic, partition)] = commit_ts
+        elif commit_ts is not None and is_row:
+            placement.stamped((topic, partition), hash((key, value, index)), commit_ts)
         columns["topic"].append(topic)
         columns["partition"].append(partition)
         columns["offset"].append(offset)
@@ -399,6 +406,86 @@ def _flags(flags: tuple[str, ...], row_flags: dict[str, pa.Array], count: int) -
     distinct, inverse = np.unique(code, return_inverse=True)
     lists = [sorted({*flags, *(f for bit, f in enumerate(names) if c >> bit & 1)}) for c in distinct.tolist()]
     return pa.array(lists, pa.list_(pa.string())).take(pa.array(inverse.astype(np.int32)))
+
+
+class Placement:
+    """Where a row without a commit ts goes on its partition (Avro's deletes carry none): just after the change
+    before it, since a partition's changes come in commit order.
+
+    Except where TiCDC sends a partition's recent messages again (after a restart, at new offsets): a delete at
+    the head of what is sent again would land after every change that followed it the first time, and delete a
+    row inserted again since. The change after it tells: one older than the change before the delete. Then the
+    deletes waiting before it are matched, from the last back, against the messages before that change's first
+    copy: a delete identical to the message at the same distance is its copy and takes its commit ts (silver then
+    keeps one of the two); the others are the partition's own, and stay. Where the first copy was decoded in an
+    earlier run and nothing of this partition came before the deletes here, they are copies, and go just before
+    the change.
+
+    It remembers the messages of a partition decoded one by one only where rows may lack a commit ts
+    (`remember`: Avro), at most `MEMORY` of them: past that it starts again, and the rows waiting then keep
+    their place after the change before them."""
+
+    MEMORY = 100_000
+
+    def __init__(self, partition_ts: dict[tuple[str, int], int] | None = None, remember: bool = True) -> None:
+        self.last: dict[tuple[str, int], int] = dict(partition_ts or {})
+        self.remember = remember
+        # per partition, the messages decoded one by one in order: (fingerprint, commit ts given or carried)
+        self._seen: dict[tuple[str, int], list[list]] = {}
+        self._first: dict[tuple[tuple[str, int], int, int], int] = {}  # (partition, commit ts, fingerprint) -> position
+        # partition -> (the commit ts before its waiting rows, whether it is of this task's messages,
+        # [(position, held commit ts column, index)])
+        self._waiting: dict[tuple[str, int], tuple[int, bool, list[tuple[int, list, int]]]] = {}
+
+    def inferred(
+        self, partition: tuple[str, int], fingerprint: int, kafka_ms: int | None, offset: int, held: list | None
+    ) -> int | None:
+        """The commit ts of a row without one, about to be appended to `held` (its batch's commit ts column, which
+        the next change may still correct; None: placed for good)."""
+        before = self.last.get(partition)
+        commit_ts = _inferred_commit_ts(before, kafka_ms, offset)
+        if commit_ts is not None:
+            self.last[partition] = commit_ts
+        if self.remember:
+            seen = self._remembered(partition)
+            if commit_ts is not None and before is not None and held is not None:
+                self._waiting.setdefault(partition, (before, bool(seen), []))[2].append((len(seen), held, len(held)))
+            seen.append([fingerprint, commit_ts])
+        return commit_ts
+
+    def stamped(self, partition: tuple[str, int], fingerprint: int, commit_ts: int) -> None:
+        """A change with its commit ts: where it is older than the change before the rows waiting on its
+        partition, they are copies or the partition's own (above)."""
+        if not self.remember:
+            self.last[partition] = commit_ts
+            return
+        seen = self._remembered(partition)
+        here = len(seen)
+        seen.append([fingerprint, commit_ts])
+        first = self._first.setdefault((partition, commit_ts, fingerprint), here)
+        self.last[partition] = commit_ts
+        waiting = self._waiting.pop(partition, None)
+        if waiting is None or commit_ts >= waiting[0]:
+            return
+        _, anchored, rows = waiting
+        if first < here:  # its first copy was decoded here: match the waiting rows against what came before it
+            shift = here - first
+            for position, held, index in reversed(rows):
+                original = seen[position - shift] if position >= shift else None
+                if original is None or original[0] != seen[position][0] or original[1] is None:
+                    break
+                held[index] = seen[position][1] = original[1]
+        elif not anchored:  # sent again from before this run: every waiting row is a copy
+            for n, (position, held, index) in enumerate(rows):
+                held[index] = seen[position][1] = commit_ts - len(rows) + n
+
+    def _remembered(self, partition: tuple[str, int]) -> list[list]:
+        seen = self._seen.setdefault(partition, [])
+        if len(seen) >= self.MEMORY:
+            seen.clear()
+            self._waiting.pop(partition, None)
+            self._first = {k: v for k, v in self._first.items() if k[0] != partition}
+        return seen
 
 
 def _inferred_commit_ts(last_on_partition: int | None, kafka_ms: int | None, offset: int) -> int | None:

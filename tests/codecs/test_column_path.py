@@ -270,14 +270,7 @@ def test_a_simple_row_in_a_chunk_read_in_one_pass_is_still_checked_and_sent_row_
     values[2] = values[2].replace(b',"data":', b',"handleKeyOnly":true,"data":')
     values[5] = values[5].replace(b'"v":"v5"', b'"v":"v?"')  # its checksum no longer matches
     assert b"handleKeyOnly" in values[2] and b'"v?"' in values[5]
-    pairs = [(None, v) for v in values]
-    options = {"verify-checksums": verify}
-    with mock.patch.object(columns, "CHUNK", 2):
-        column_wise = silver_rows("simple-json", pairs, options, True)
-        decoder = column_decoder(make_decoder("simple-json", options))
-        assert decoder is not None
-        row_wise = decoder.decode_columns([None] * len(values), values).row_wise
-    assert column_wise == silver_rows("simple-json", pairs, options, False)
+    column_wise, row_wise = in_chunks_of_two("simple-json", values, {"verify-checksums": verify})
     quarantined = {r["offset"]: r["reason"] for r in column_wise if r["kind"] == "quarantine"}
     assert quarantined[2].startswith("handle-key-only: the message holds only the key")
     if verify:
@@ -305,13 +298,7 @@ def test_a_canal_value_not_text_in_a_chunk_read_in_one_pass_is_quarantined_alone
     values[7] = values[7].replace(b'"id":"7"', b'"id":true')
     values[10] = values[10].replace(b'"old":[{"id":"9","v":"v9"}]', b'"old":[{"id":"9","v":9.5}]')
     assert values[10].count(b"9.5") == 1
-    pairs = [(None, v) for v in values]
-    with mock.patch.object(columns, "CHUNK", 2):
-        column_wise = silver_rows("canal-json", pairs, options, True)
-        decoder = column_decoder(make_decoder("canal-json", options))
-        assert decoder is not None
-        row_wise = decoder.decode_columns([None] * len(values), values).row_wise
-    assert column_wise == silver_rows("canal-json", pairs, options, False)
+    column_wise, row_wise = in_chunks_of_two("canal-json", values, options)
     assert row_wise == [0, 3, 6, 7, 10]  # the DDL and the four messages with a value not text
     quarantined = {r["offset"]: r["reason"] for r in column_wise if r["kind"] == "quarantine"}
     assert quarantined == {
@@ -321,3 +308,16 @@ def test_a_canal_value_not_text_in_a_chunk_read_in_one_pass_is_quarantined_alone
         10: "canal-json: value of column 'v' must be a string or null, got 9.5 (at old[0].v)",
     }
     assert [r["after"]["v"] for r in column_wise if r["kind"] == "row"] == [f"v{i}" for i in (1, 2, 4, 5, 8, 9)]
+
+
+def in_chunks_of_two(protocol: str, values: list[bytes], options: dict) -> tuple[list, list[int]]:
+    """Silver's rows of `values` decoded column-wise two messages a chunk (each chunk read first as the shape of
+    the one before it), checked equal to the row-wise decode's; and which messages the column path left to it."""
+    pairs = [(None, v) for v in values]
+    with mock.patch.object(columns, "CHUNK", 2):
+        column_wise = silver_rows(protocol, pairs, options, True)
+        decoder = column_decoder(make_decoder(protocol, options))
+        assert decoder is not None
+        row_wise = decoder.decode_columns([None] * len(values), values).row_wise
+    assert column_wise == silver_rows(protocol, pairs, options, False)
+    return column_wise, row_wise

@@ -152,9 +152,11 @@ def test_the_column_paths_give_the_reference_answers(registry, events, case):
         "large-message-handle-compression", "none"
     ) != "none":
         plain = []
-    # Avro: silver places a row without a commit ts after the commit before it, which `decode` must give it
-    readers = sum(not got or got[0]["commit_ts"] is None for got in reference.values()) if protocol == "avro" else -1
-    assert decoded >= len(plain) - 1 - readers, "every row message of the usual form decodes column-wise"
+    # Avro: silver places a row without a commit ts after the commit before it, or before the one after it (the
+    # partition sent again), which `decode` must give it
+    readers = sum(not got or got[0]["commit_ts"] is None for got in reference.values())
+    left = 1 + 2 * readers if protocol == "avro" else 0
+    assert decoded >= len(plain) - left, "every row message of the usual form decodes column-wise"
     # the same rows, quarantine reasons included (they name no memory address: `avro.fastavro_error`)
     assert silver_rows(protocol, messages, options, True) == silver_rows(protocol, messages, options, False)
 
