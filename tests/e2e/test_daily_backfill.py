@@ -336,7 +336,7 @@ def assert_days_are_upstream(spark, workload: Workload, days: list[dt.date]) -> 
                 (DATE_COLUMN, "date"),
                 (TS_COLUMN, "bigint"),
                 ("_row_key", "string"),
-                *[(c.name, expected_spark_type(c.type)) for c in table.columns],
+                *[(c.name, expected_spark_type(c, "canal-json")) for c in table.columns],
             ], f"{db}.{t}: daily columns differ from upstream's now"
             rows = spark.table(relation).where(F.col(DATE_COLUMN) == F.lit(day)).collect()
             assert {r[TS_COLUMN] for r in rows} <= {ts}, f"{db}.{t} on {day}: _as_of_ts is not the day's end {ts}"
