@@ -240,10 +240,10 @@ def _decode_one(decoder, protocol: str, message: Message, out: DecodedColumns, p
         if commit_ts is None and is_row:
             # a keyless row's key holds its commit ts (`change_key`): it keeps the place it is given here
             held = columns["commit_ts"] if e.key_columns else None
-            commit_ts = placement.inferred((topic, partition), hash((key, value, index)), kafka_ms, offset, held)
+            commit_ts = placement.inferred((topic, partition), (key, value, index), kafka_ms, offset, held)
             flags = flags if "commit_ts_inferred" in flags else [*flags, "commit_ts_inferred"]
         elif commit_ts is not None and is_row:
-            placement.stamped((topic, partition), hash((key, value, index)), commit_ts)
+            placement.stamped((topic, partition), (key, value, index), commit_ts)
         columns["topic"].append(topic)
         columns["partition"].append(partition)
         columns["offset"].append(offset)
@@ -438,10 +438,11 @@ class Placement:
         self._waiting: dict[tuple[str, int], tuple[int, bool, list[tuple[int, list, int]]]] = {}
 
     def inferred(
-        self, partition: tuple[str, int], fingerprint: int, kafka_ms: int | None, offset: int, held: list | None
+        self, partition: tuple[str, int], row: tuple, kafka_ms: int | None, offset: int, held: list | None
     ) -> int | None:
         """The commit ts of a row without one, about to be appended to `held` (its batch's commit ts column, which
-        the next change may still correct; None: placed for good)."""
+        the next change may still correct; None: placed for good). `row`: its message's key and value and its
+        index there, hashed only where messages are remembered."""
         before = self.last.get(partition)
         commit_ts = _inferred_commit_ts(before, kafka_ms, offset)
         if commit_ts is not None:
@@ -450,15 +451,16 @@ class Placement:
             seen = self._remembered(partition)
             if commit_ts is not None and before is not None and held is not None:
                 self._waiting.setdefault(partition, (before, bool(seen), []))[2].append((len(seen), held, len(held)))
-            seen.append([fingerprint, commit_ts])
+            seen.append([hash(row), commit_ts])
         return commit_ts
 
-    def stamped(self, partition: tuple[str, int], fingerprint: int, commit_ts: int) -> None:
+    def stamped(self, partition: tuple[str, int], row: tuple, commit_ts: int) -> None:
         """A change with its commit ts: where it is older than the change before the rows waiting on its
         partition, they are copies or the partition's own (above)."""
         if not self.remember:
             self.last[partition] = commit_ts
             return
+        fingerprint = hash(row)
         seen = self._remembered(partition)
         here = len(seen)
         seen.append([fingerprint, commit_ts])
