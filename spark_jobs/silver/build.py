@@ -317,8 +317,9 @@ def _left_behind(spark, source: SourceSettings) -> None:
 def apply_table_rules(spark, decoded, rules: TableRules):
     """The decoded events as the source's table rules let them into silver: kind `left_out` for the rows (and
     Simple's schema announcements) of a left-out table, and a row's left-out columns taken out of its images
-    (a key column stays). DDL statements go on to the interpreter, which needs every table's schema to follow a
-    rename (`merges.within_rules`)."""
+    (a key column stays). A row keeps every column's type: a table first seen in rows gets its left-out columns
+    in the inferred schema, marked, so that a later DROP of one is understood. DDL statements go on to the
+    interpreter, which needs every table's schema to follow a rename (`merges.within_rules`)."""
     from pyspark.sql import functions as F
 
     if rules.filters:
@@ -337,7 +338,7 @@ def apply_table_rules(spark, decoded, rules: TableRules):
             return F.when(F.col("kind") == "row", F.map_filter(image, kept)).otherwise(F.col(image))
 
         decoded = marked.select(
-            *[without(c).alias(c) if c in ("before", "after", "column_types") else F.col(c) for c in decoded.columns]
+            *[without(c).alias(c) if c in ("before", "after") else F.col(c) for c in decoded.columns]
         )
     return decoded
 

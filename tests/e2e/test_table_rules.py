@@ -31,8 +31,9 @@ from tests.e2e.kill import slices
 from tests.e2e.test_gold_oracle import assert_gold_is_upstream, assert_history_is_upstream, gold_tables
 from ticdc_devkit.broker import produce
 from ticdc_devkit.dumpling_export import write_export
-from ticdc_devkit.simulator.model import RowChange
+from ticdc_devkit.simulator.model import Column, Ddl, RowChange, Table, Watermark
 from ticdc_devkit.simulator.oracle import upstream_schemas, upstream_state
+from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from ticdc_devkit.simulator.workload import random_workload
 
 pytestmark = pytest.mark.e2e
@@ -128,6 +129,66 @@ def test_a_rule_added_later_applies_from_then_on_and_a_rebuild_removes_what_came
     ).collect()[0]["table_schema"]
     marked = {c["name"] for c in json.loads(schema)["columns"] if c.get("left_out")}
     assert marked == {column}, "the schema marks the left-out column (never a key column)"
+
+
+def test_a_left_out_column_of_a_table_first_seen_in_rows_can_be_dropped_with_another(spark, broker, source_config):
+    """A table that existed before the changefeed has the schema its rows show. Its left-out column is in that
+    schema (marked), though no row carries its values, so that `DROP COLUMN price, DROP COLUMN qty` (qty left out)
+    is understood: gold loses `price` too, and silver's schema holds neither."""
+    source = "ruled_seen_in_rows"
+    before = Table(
+        "audit",
+        "notes",
+        (Column("id", "int", nullable=False), Column("qty", "int"), Column("price", "int"), Column("note", "text")),
+        key=("id",),
+        table_id=41,
+    )
+    after = Table("audit", "notes", (before.columns[0], before.columns[3]), key=("id",), table_id=41)
+    ts = [(1_763_900_000_000 + ms) << 18 for ms in range(6)]
+    events = [
+        RowChange(ts[0], "insert", before, after={"id": 1, "qty": 5, "price": 7, "note": "a"}),
+        Watermark(ts[1]),
+        Ddl(
+            ts[2],
+            "audit",
+            "notes",
+            "ALTER TABLE `audit`.`notes` DROP COLUMN `price`, DROP COLUMN `qty`",
+            "drop_column",
+            table_after=after,
+            table_before=before,
+        ),
+        RowChange(ts[3], "insert", after, after={"id": 2, "note": "b"}),
+        Watermark(ts[4]),
+    ]
+    broker.create_topics([source], partitions=1)
+    produce(
+        broker.bootstrap,
+        encode_stream("canal-json", events, topic=source, partitions=1, options=EXTENSION_OPTIONS["canal-json"]),
+    )
+    config = source_config(source, tables=TableRules(exclude_columns={"`audit`.`notes`": ["qty"]}))
+    land_bronze(spark, config, source)
+    build_silver(spark, config, source)
+    schemas = spark.sql(
+        f"""SELECT ddl_type, understood, table_schema FROM {SILVER_DDL_EVENTS}
+            WHERE source = :s ORDER BY commit_ts""",
+        args={"s": source},
+    ).collect()
+    assert [(r["ddl_type"], r["understood"]) for r in schemas] == [
+        ("create_table", True),
+        ("drop_column", True),
+    ]
+    first = json.loads(schemas[0]["table_schema"])["columns"]
+    assert [(c["name"], bool(c.get("left_out"))) for c in first] == [
+        ("id", False),
+        ("qty", True),
+        ("price", False),
+        ("note", False),
+    ]
+    assert [c["name"] for c in json.loads(schemas[1]["table_schema"])["columns"]] == ["id", "note"]
+    assert build_gold(spark, config, source).consistent_ts == ts[4]
+    gold = spark.table(f"{names.gold_namespace(source)}.{names.gold_table('audit', 'notes')}")
+    assert [f for f in gold.columns if not f.startswith("_")] == ["id", "note"]
+    assert sorted((r["id"], r["note"]) for r in gold.collect()) == [(1, "a"), (2, "b")]
 
 
 def changed_ts(workload) -> list[int]:
