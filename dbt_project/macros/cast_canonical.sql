@@ -31,6 +31,8 @@
                        or (spark_type.startswith('decimal(38,') and gold_decimal_type(mysql_type | lower) | trim == 'string') -%}
     {%- if spark_type == 'binary' -%} unbase64({{ expression }})
     {%- elif spark_type == 'boolean' -%} ({{ expression }} <> '0')
+    {%- elif spark_type == 'string' and gold_decimal_type(mysql_type | lower) | trim == 'string' -%}
+        {{ decimal_text_at_scale(expression, decimal_scale(mysql_type | lower)) }}
     {%- elif spark_type == 'string' -%} {{ expression }}
     {%- elif narrowed -%}
         case
@@ -51,5 +53,37 @@
     {%- elif m.group(1) | int <= 38 -%} decimal({{ m.group(1) | int }},{{ m.group(2) | int }})
     {%- elif types.get('wide_decimal', 'string') == 'decimal38' -%} decimal(38,{{ m.group(2) | int }})
     {%- else -%} string
+    {%- endif -%}
+{%- endmacro %}
+
+
+{#- The scale of a DECIMAL(p,s) type (0 when none is given). -#}
+{% macro decimal_scale(mysql_type) -%}
+    {%- set m = modules.re.fullmatch('decimal\\(([0-9]+),([0-9]+)\\)( unsigned)?', mysql_type) -%}
+    {{- m.group(2) | int if m is not none else 0 -}}
+{%- endmacro %}
+
+
+{#- A DECIMAL's text (digits, a point, an optional minus: canonical) with exactly `scale` digits after the point,
+    as TiDB shows a value after a MODIFY COLUMN to that scale: zeros added, or rounded half away from zero. Gold
+    keeps a DECIMAL wider than Spark's 38 digits as this text, so a value written before a change of scale must
+    be brought to the new one here (a narrower one is cast, which does the same). -#}
+{% macro decimal_text_at_scale(expression, scale) -%}
+    {%- set scale = scale | int -%}
+    {%- set unsigned = "regexp_replace(" ~ expression ~ ", '^-', '')" -%}
+    {%- set fraction = "if(instr(" ~ unsigned ~ ", '.') > 0, substring_index(" ~ unsigned ~ ", '.', -1), '')" -%}
+    {#- the digits kept, without the point: the integer part and the fraction cut or padded to the scale -#}
+    {%- set digits = "concat(substring_index(" ~ unsigned ~ ", '.', 1), rpad(" ~ fraction ~ ", " ~ scale ~ ", '0'))" -%}
+    {#- plus one in the last kept digit: the trailing nines become zeros and the digit before them goes up -#}
+    {%- set head = "regexp_replace(" ~ digits ~ ", '9*$', '')" -%}
+    {%- set plus_one = "concat(if(" ~ head ~ " = '', '1', concat(substr(" ~ head ~ ", 1, length(" ~ head ~ ") - 1), "
+        ~ "cast(cast(substr(" ~ head ~ ", -1) as int) + 1 as string))), repeat('0', length(" ~ digits ~ ") - length("
+        ~ head ~ ")))" -%}
+    {%- set rounded = "if(substr(" ~ fraction ~ ", " ~ (scale + 1) ~ ", 1) >= '5', " ~ plus_one ~ ", " ~ digits ~ ")" -%}
+    {%- set sign = "if(" ~ expression ~ " like '-%' and " ~ rounded ~ " rlike '[1-9]', '-', '')" -%}
+    {%- if scale == 0 -%}
+        concat({{ sign }}, {{ rounded }})
+    {%- else -%}
+        concat({{ sign }}, substr({{ rounded }}, 1, length({{ rounded }}) - {{ scale }}), '.', substr({{ rounded }}, -{{ scale }}))
     {%- endif -%}
 {%- endmacro %}

@@ -97,3 +97,43 @@ def test_type_mappings_narrow_gold_types_and_a_value_past_their_range_stops_the_
     with pytest.raises(DbtError, match=r"typ\.ledger\.id: 18446744073709551615 does not fit bigint"):
         build_gold(spark, narrow, SOURCE)
     assert {t.types for t in read_state(spark, SOURCE)} == {None}, "a failed run recorded nothing"
+
+
+def test_a_wide_decimal_whose_scale_changes_shows_each_value_at_the_new_scale(spark, broker, source_config):
+    """A DECIMAL wider than 38 digits is text in gold. After a MODIFY COLUMN to another scale, TiDB shows every
+    value at the new scale (zeros added, or rounded half away from zero), rows not changed since too; so do gold
+    and history."""
+    source = "typed_scale"
+    broker.create_topics([source], partitions=1)
+    wider, rounded = (
+        Table(LEDGER.database, LEDGER.name, (LEDGER.columns[0], Column("amount", t)), ("id",), LEDGER.table_id)
+        for t in ("decimal(42,3)", "decimal(42,1)")
+    )
+    table = Table(LEDGER.database, LEDGER.name, LEDGER.columns[:2], ("id",), LEDGER.table_id)
+    amounts = ["123456789012345678901234567890123456.78", "-0.05", "-0.04", "9.99", "0.00", "-19.95", None]
+
+    def modify(ts: int, before: Table, after: Table) -> Ddl:
+        sql = f"ALTER TABLE `typ`.`ledger` MODIFY COLUMN `amount` {after.columns[1].type}"
+        return Ddl(ts, "typ", "ledger", sql, "modify_column", table_after=after, table_before=before)
+
+    config = source_config(source)
+    events = [
+        Ddl(tso(10), "typ", "ledger", create_table_sql(table), "create_table", table_after=table),
+        *(
+            RowChange(tso(20 + i), "insert", table, after={"id": i, "amount": None if a is None else Decimal(a)})
+            for i, a in enumerate(amounts)
+        ),
+        Watermark(tso(30)),
+    ]
+    publish_stream(spark, broker, config, source, events)
+    publish_stream(spark, broker, config, source, [modify(tso(40), table, wider), Watermark(tso(50))])
+    gold = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.gold_table('typ', 'ledger'))}"
+    assert dict(spark.sql(f"SELECT id, amount FROM {gold}").collect()) == dict(
+        enumerate(["123456789012345678901234567890123456.780", "-0.050", "-0.040", "9.990", "0.000", "-19.950", None])
+    )
+    publish_stream(spark, broker, config, source, [modify(tso(60), wider, rounded), Watermark(tso(70))])
+    expected = dict(enumerate(["123456789012345678901234567890123456.8", "-0.1", "0.0", "10.0", "0.0", "-20.0", None]))
+    assert dict(spark.sql(f"SELECT id, amount FROM {gold}").collect()) == expected
+    history = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.history_table('typ', 'ledger'))}"
+    latest = spark.sql(f"SELECT id, amount FROM {history} WHERE _valid_to_ts IS NULL").collect()
+    assert dict(latest) == expected
