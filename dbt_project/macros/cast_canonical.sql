@@ -57,6 +57,19 @@
 {%- endmacro %}
 
 
+{#- A value's canonical text after TiDB converted it to `mysql_type` (a MODIFY COLUMN it went through before its
+    column's latest type): a number loses what that type cannot hold (`'007'` as an INT is `7`, `1.25` as a
+    DECIMAL(5,1) is `1.3`); text in any other type stays as it is. -#}
+{% macro canonical_through(expression, mysql_type) -%}
+    {%- set t = mysql_type | lower -%}
+    {%- set base = t.split('(')[0].split(' ')[0] -%}
+    {%- if base in ['tinyint', 'smallint', 'mediumint', 'int', 'bigint'] -%} {{ decimal_text_at_scale(expression, 0) }}
+    {%- elif base == 'decimal' and '(' in t -%} {{ decimal_text_at_scale(expression, decimal_scale(t)) }}
+    {%- else -%} {{ expression }}
+    {%- endif -%}
+{%- endmacro %}
+
+
 {#- The scale of a DECIMAL(p,s) type (0 when none is given). -#}
 {% macro decimal_scale(mysql_type) -%}
     {%- set m = modules.re.fullmatch('decimal\\(([0-9]+),([0-9]+)\\)( unsigned)?', mysql_type) -%}
@@ -64,26 +77,31 @@
 {%- endmacro %}
 
 
-{#- A DECIMAL's text (digits, a point, an optional minus: canonical) with exactly `scale` digits after the point,
-    as TiDB shows a value after a MODIFY COLUMN to that scale: zeros added, or rounded half away from zero. Gold
-    keeps a DECIMAL wider than Spark's 38 digits as this text, so a value written before a change of scale must
-    be brought to the new one here (a narrower one is cast, which does the same). -#}
+{#- A number's text (digits, a point, an optional minus) with exactly `scale` digits after the point and no
+    leading zero, as TiDB shows a value after a MODIFY COLUMN to that scale: zeros added, or rounded half away
+    from zero. Gold keeps a DECIMAL wider than Spark's 38 digits as this text, so a value written before a change
+    of scale must be brought to the new one here (a narrower one is cast, which does the same). Each step binds
+    its input once (a one-element `transform`), so that the expression, and a chain of these, stays small. -#}
 {% macro decimal_text_at_scale(expression, scale) -%}
     {%- set scale = scale | int -%}
-    {%- set unsigned = "regexp_replace(" ~ expression ~ ", '^-', '')" -%}
-    {%- set fraction = "if(instr(" ~ unsigned ~ ", '.') > 0, substring_index(" ~ unsigned ~ ", '.', -1), '')" -%}
+    {%- set fraction = "regexp_extract(_number, '[.]([0-9]*)$', 1)" -%}
     {#- the digits kept, without the point: the integer part and the fraction cut or padded to the scale -#}
-    {%- set digits = "concat(substring_index(" ~ unsigned ~ ", '.', 1), rpad(" ~ fraction ~ ", " ~ scale ~ ", '0'))" -%}
+    {%- set digits = "concat(regexp_extract(_number, '^-?([0-9]*)', 1), rpad(" ~ fraction ~ ", " ~ scale ~ ", '0'))" -%}
     {#- plus one in the last kept digit: the trailing nines become zeros and the digit before them goes up -#}
-    {%- set head = "regexp_replace(" ~ digits ~ ", '9*$', '')" -%}
+    {%- set head = "regexp_replace(_digits, '9*$', '')" -%}
     {%- set plus_one = "concat(if(" ~ head ~ " = '', '1', concat(substr(" ~ head ~ ", 1, length(" ~ head ~ ") - 1), "
-        ~ "cast(cast(substr(" ~ head ~ ", -1) as int) + 1 as string))), repeat('0', length(" ~ digits ~ ") - length("
+        ~ "cast(cast(substr(" ~ head ~ ", -1) as int) + 1 as string))), repeat('0', length(_digits) - length("
         ~ head ~ ")))" -%}
-    {%- set rounded = "if(substr(" ~ fraction ~ ", " ~ (scale + 1) ~ ", 1) >= '5', " ~ plus_one ~ ", " ~ digits ~ ")" -%}
-    {%- set sign = "if(" ~ expression ~ " like '-%' and " ~ rounded ~ " rlike '[1-9]', '-', '')" -%}
-    {%- if scale == 0 -%}
-        concat({{ sign }}, {{ rounded }})
-    {%- else -%}
-        concat({{ sign }}, substr({{ rounded }}, 1, length({{ rounded }}) - {{ scale }}), '.', substr({{ rounded }}, -{{ scale }}))
-    {%- endif -%}
+    {%- set rounded = "regexp_replace(if(substr(" ~ fraction ~ ", " ~ (scale + 1) ~ ", 1) >= '5', " ~ plus_one
+        ~ ", _digits), '^0+(?=[0-9]{" ~ (scale + 1) ~ "})', '')" -%}
+    {%- set sign = "if(_number like '-%' and _rounded rlike '[1-9]', '-', '')" -%}
+    element_at(transform(array({{ expression }}), _number ->
+        element_at(transform(array({{ digits }}), _digits ->
+            element_at(transform(array({{ rounded }}), _rounded ->
+    {%- if scale == 0 %}
+                concat({{ sign }}, _rounded)
+    {%- else %}
+                concat({{ sign }}, substr(_rounded, 1, length(_rounded) - {{ scale }}), '.', substr(_rounded, -{{ scale }}))
+    {%- endif %}
+            ), 1)), 1)), 1)
 {%- endmacro %}

@@ -232,18 +232,26 @@
 {%- endmacro %}
 
 
-{#- The latest columns' values of a change written under `version`: by stable column id, the column's name then,
-    or its origin_default (a column added after the change). A keyless table's change table, and a table whose
-    deletes are soft, show a delete's row too (its before image). -#}
+{#- The latest columns' values of a change written under `version`: by stable column id, the column's name then
+    (converted through each type the column took between that version and its latest one, as TiDB converted the
+    stored value at each MODIFY), or its origin_default (a column added after the change). A keyless table's
+    change table, and a table whose deletes are soft, show a delete's row too (its before image). -#}
 {% macro gold_version_values(plan, version) -%}
     {%- set image = 'coalesce(after, before)' if plan.get('keyless') or plan.get('delete_mode') == 'soft' else 'after' -%}
-    {%- set names = {} -%}
-    {%- for column in version.columns -%} {%- do names.update({column.id: column.name}) -%} {%- endfor -%}
+    {%- set names, through = {}, {} -%}
+    {%- for column in version.columns -%}
+        {%- do names.update({column.id: column.name}) -%}
+        {%- do through.update({column.id: column.through or []}) -%}
+    {%- endfor -%}
     array(
     {%- for column in plan.columns %}
         {{- ', ' if not loop.first -}}
         {%- if column.id in names -%}
-            element_at({{ image }}, {{ sql_string(names[column.id]) }})
+            {%- set value = namespace(sql='element_at(' ~ image ~ ', ' ~ sql_string(names[column.id]) ~ ')') -%}
+            {%- for mysql_type in through[column.id] -%}
+                {%- set value.sql = canonical_through(value.sql, mysql_type) | trim -%}
+            {%- endfor -%}
+            {{ value.sql }}
         {%- elif column.get('origin_default') is not none -%}
             {{ sql_string(column.origin_default) }}
         {%- else -%}

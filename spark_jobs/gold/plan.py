@@ -40,7 +40,7 @@ PLAN_SCHEMA = """table_uid STRING, upstream_database STRING, upstream_table STRI
     key_columns ARRAY<STRING>, schema_fingerprint STRING, consistent_ts BIGINT, consistency STRING,
     silver_seq BIGINT, truncated_at_ts BIGINT, snapshot_at_ts BIGINT, needs_snapshot BOOLEAN,
     versions ARRAY<STRUCT<from_ts: BIGINT, to_ts: BIGINT, database: STRING, `table`: STRING,
-        columns: ARRAY<STRUCT<id: INT, name: STRING>>>>,
+        columns: ARRAY<STRUCT<id: INT, name: STRING, through: ARRAY<STRING>>>>>,
     truncations ARRAY<BIGINT>, previous_consistent_ts BIGINT, previous_silver_seq BIGINT, previous_columns STRING,
     previous_key_columns ARRAY<STRING>, late BOOLEAN, gold_mode STRING, history_mode STRING, reason STRING,
     gold_check STRING, history_check STRING, delete_mode STRING, partition_sql STRING, sort_sql STRING,
@@ -113,7 +113,13 @@ class TablePlan:
             self.snapshot_at_ts,
             self.needs_snapshot,
             [
-                (v["from_ts"], v["to_ts"], v["database"], v["table"], [(c["id"], c["name"]) for c in v["columns"]])
+                (
+                    v["from_ts"],
+                    v["to_ts"],
+                    v["database"],
+                    v["table"],
+                    [(c["id"], c["name"], c["through"]) for c in v["columns"]],
+                )
                 for v in self.versions
             ],
             self.truncations,
@@ -248,6 +254,7 @@ def plan_run(
         if gold.keyless_tables == "skip" and not latest["key_columns"]:
             continue
         live = [v for v in table.versions if not v["is_dropped"]]
+        versions = _plan_versions(live)
         truncations = [v["valid_from_ts"] for v in table.versions if v["ddl_type"] in ("truncate_table", "snapshot")]
         truncated = max((v["valid_from_ts"] for v in table.versions if v["ddl_type"] == "truncate_table"), default=None)
         snapshot = max((v["valid_from_ts"] for v in table.versions if v["ddl_type"] == "snapshot"), default=None)
@@ -261,7 +268,7 @@ def plan_run(
         )
         model = configured(model, gold)
         previous = recorded.get(table.uid)
-        reason = _rebuild_reason(previous, model, truncated, snapshot)
+        reason = _rebuild_reason(previous, model, truncated, snapshot) or _retyped_twice(versions, previous)
         gold_reason = _gold_rebuild_reason(previous, model)
         touched, late, changes = (
             (True, False, None) if changed is None or previous is None else _touches(table, changed, previous)
@@ -297,16 +304,7 @@ def plan_run(
                 truncated,
                 snapshot,
                 any(v["needs_snapshot"] and v["valid_from_ts"] > (snapshot or -1) for v in table.versions),
-                [
-                    {
-                        "from_ts": v["valid_from_ts"],
-                        "to_ts": v["valid_to_ts"],
-                        "database": v["upstream_database"],
-                        "table": v["upstream_table"],
-                        "columns": [{"id": c["id"], "name": c["name"]} for c in json.loads(v["columns"] or "[]")],
-                    }
-                    for v in live
-                ],
+                versions,
                 truncations,
                 previous,
                 late,
@@ -353,6 +351,47 @@ def _gold_rebuild_reason(previous: TableState | None, model: gold_models.GoldMod
     recorded = (previous.delete_mode or "hard") if previous is not None else model.delete_mode
     if recorded != model.delete_mode:
         return f"delete mode changed from {recorded} to {model.delete_mode}"
+    return None
+
+
+def _plan_versions(live: list) -> list[dict]:
+    """A table's live schema versions as its models read them: each column's id, its name then, and the types it
+    took after that version before its latest one (`through`). TiDB converts every stored value at each MODIFY
+    COLUMN, so a value written before a chain of type changes is converted through each type of the chain
+    (`canonical_through`), not only to the latest."""
+    columns = [json.loads(v["columns"] or "[]") for v in live]
+    types = [{c["id"]: c["type"] for c in version} for version in columns]
+
+    def through(index: int, column_id: int) -> list[str]:
+        chain, last = [], types[index][column_id]
+        for later in types[index + 1 :]:
+            if column_id not in later:
+                break
+            if later[column_id] != last:
+                chain.append(last := later[column_id])
+        return chain[:-1]
+
+    return [
+        {
+            "from_ts": v["valid_from_ts"],
+            "to_ts": v["valid_to_ts"],
+            "database": v["upstream_database"],
+            "table": v["upstream_table"],
+            "columns": [{"id": c["id"], "name": c["name"], "through": through(i, c["id"])} for c in columns[i]],
+        }
+        for i, v in enumerate(live)
+    ]
+
+
+def _retyped_twice(versions: list[dict], previous: TableState | None) -> str | None:
+    """Why the tables are rebuilt when a column changed type more than once since the recorded state: its rows
+    were shaped in the type it had then, and a value goes through every type since, which the in-place change
+    from the recorded shape to the latest cannot give."""
+    if previous is None:
+        return None
+    in_force = [v for v in versions if v["from_ts"] <= previous.consistent_ts]
+    if in_force and any(c["through"] for c in in_force[-1]["columns"]):
+        return "a column changed type more than once since the last run"
     return None
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from spark_jobs.config import GoldSettings, TypeMappings
 from spark_jobs.errors import DbtError
+from spark_jobs.gold import models as gold_models
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.gold.publish import read_state
@@ -137,3 +138,61 @@ def test_a_wide_decimal_whose_scale_changes_shows_each_value_at_the_new_scale(sp
     history = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.history_table('typ', 'ledger'))}"
     latest = spark.sql(f"SELECT id, amount FROM {history} WHERE _valid_to_ts IS NULL").collect()
     assert dict(latest) == expected
+
+
+def test_a_value_written_before_a_chain_of_type_changes_is_converted_at_each(spark, broker, source_config):
+    """TiDB converts every stored value at each MODIFY COLUMN, so a value goes through each type of a chain:
+    `'007'` made BIGINT is 7, and VARCHAR again `'7'`; `1.25` made DECIMAL(6,1) is 1.3, and DECIMAL(8,3) again
+    1.300, not 1.250. Rows written after a step went through only the steps after it."""
+    source = "typed_chain"
+    broker.create_topics([source], partitions=1)
+
+    def table(code: str, price: str) -> Table:
+        columns = (Column("id", "int", nullable=False), Column("code", code), Column("price", price))
+        return Table("typ", "codes", columns, ("id",), 951)
+
+    shapes = [
+        table("varchar(8)", "decimal(6,2)"),
+        table("bigint", "decimal(6,1)"),
+        table("varchar(32)", "decimal(8,3)"),
+    ]
+
+    def modify(ts: int, before: Table, after: Table) -> Ddl:
+        sql = "ALTER TABLE `typ`.`codes` " + ", ".join(
+            f"MODIFY COLUMN `{c.name}` {c.type}" for c in after.columns if c.name != "id"
+        )
+        return Ddl(ts, "typ", "codes", sql, "multi_schema_change", table_after=after, table_before=before)
+
+    def insert(ts: int, shape: Table, row_id: int, code, price: str) -> RowChange:
+        return RowChange(ts, "insert", shape, after={"id": row_id, "code": code, "price": Decimal(price)})
+
+    config = source_config(source)
+    created = Ddl(tso(10), "typ", "codes", create_table_sql(shapes[0]), "create_table", table_after=shapes[0])
+    first = [
+        created,
+        insert(tso(11), shapes[0], 1, "007", "1.25"),
+        insert(tso(12), shapes[0], 2, "-0012", "-1.25"),
+        insert(tso(13), shapes[0], 3, "0", "0.04"),
+        Watermark(tso(14)),
+    ]
+    publish_stream(spark, broker, config, source, first)
+    chain = [  # both changes in one run: gold and history rebuilt, not altered from the first shape to the last
+        modify(tso(20), shapes[0], shapes[1]),
+        insert(tso(21), shapes[1], 4, 5, "9.9"),
+        modify(tso(30), shapes[1], shapes[2]),
+        insert(tso(31), shapes[2], 5, "0099", "0.125"),
+        Watermark(tso(40)),
+    ]
+    publish_stream(spark, broker, config, source, chain)
+    plan = spark.table(f"lake_staging.{quote_ident(gold_models.plan_model(source))}").collect()[0]
+    assert (plan["gold_mode"], plan["history_mode"], plan["reason"]) == (
+        "rebuild",
+        "rebuild",
+        "a column changed type more than once since the last run",
+    )
+    gold = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.gold_table('typ', 'codes'))}"
+    history = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.history_table('typ', 'codes'))}"
+    expected = {1: ("7", "1.300"), 2: ("-12", "-1.300"), 3: ("0", "0.000"), 4: ("5", "9.900"), 5: ("0099", "0.125")}
+    for relation in (gold, f"{history} WHERE _valid_to_ts IS NULL"):
+        rows = {r["id"]: (r["code"], str(r["price"])) for r in spark.sql(f"SELECT * FROM {relation}").collect()}
+        assert rows == expected, relation
