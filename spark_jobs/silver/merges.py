@@ -562,6 +562,7 @@ def _interpreted(source: str, r, commit_ts: int, known: dict, where: tuple, anno
         uid = (change.schema_after or before or {}).get("table_uid")
         if change.old_table is not None and (change.old_database, change.old_table) != (change.database, change.table):
             known.pop((change.old_database, change.old_table), None)
+            out.extend(_displaced(source, change, known, uid, r["ddl_sql"], commit_ts, where))
         if change.table is not None:
             known[(change.database, change.table)] = change.schema_after
         if not change.understood and announce:
@@ -590,6 +591,37 @@ def _interpreted(source: str, r, commit_ts: int, known: dict, where: tuple, anno
             )
         )
     return out
+
+
+def _displaced(source: str, change, known: dict, uid, sql, commit_ts: int, where: tuple) -> list[DdlEventRow]:
+    """The drop of a table silver knows under the name a rename takes. TiDB refuses a rename onto a table, so
+    that one was never there: a Simple bootstrap sent after the rename names the table as it is called now but
+    is dated by its schema's version, which a rename does not change, so it came before the rename in commit
+    order and was read as a table of its own. The renamed table is the one the name means."""
+    displaced = known.get((change.database, change.table))
+    if displaced is None or displaced.get("table_uid") == uid:
+        return []
+    log.info(
+        "source %s: RENAME at ts %d onto %s.%s, known from a schema dated before it: that was the renamed table",
+        source,
+        commit_ts,
+        change.database,
+        change.table,
+    )
+    return [
+        _event(
+            source,
+            change.database,
+            change.table,
+            commit_ts,
+            "drop_table",
+            sql,
+            None,
+            "parsed",
+            where,
+            uid=displaced["table_uid"],
+        )
+    ]
 
 
 def _snapshot_schema(source: str, r, commit_ts: int, known: dict, where: tuple) -> list[DdlEventRow]:

@@ -387,6 +387,53 @@ def test_periodic_simple_bootstraps_keep_the_ddl_history_the_size_of_the_real_on
     assert silver_rows(spark, "inv_boot") == expected_rows(events)
 
 
+def test_a_simple_bootstrap_after_a_rename_is_the_renamed_table_not_a_new_one(spark, broker, source_config):
+    """A rename leaves a table's schema version as it was, so the bootstrap TiCDC sends after it names the table
+    as it is called now but is dated before the rename. Read in commit order, it announced a table of its own
+    under the new name, and gold then had two tables for one name and stopped. The rename drops that one."""
+    from spark_jobs.gold.build import build_gold
+
+    items = dataclasses.replace(ITEMS, schema_version=tso(0))
+    goods = dataclasses.replace(items, name="goods")
+    row = {"name": "a", "qty": 1, "price": 1.0, "status": "new", "created": dt.datetime(2025, 1, 1), "note": None}
+    cols = ", ".join(f"`{c.name}` {c.type}{'' if c.nullable else ' NOT NULL'}" for c in ITEMS.columns)
+    events = [
+        Ddl(
+            tso(0),
+            "inv",
+            "items",
+            f"CREATE TABLE `inv`.`items` ({cols}, PRIMARY KEY (`id`))",
+            "create_table",
+            table_after=items,
+        ),
+        Bootstrap(items),
+        RowChange(tso(1), "insert", items, after={"id": 1, **row}),
+        Ddl(
+            tso(3),
+            "inv",
+            "goods",
+            "RENAME TABLE `inv`.`items` TO `inv`.`goods`",
+            "rename_table",
+            table_after=goods,
+            table_before=items,
+        ),
+        Bootstrap(goods),
+        RowChange(tso(4), "insert", goods, after={"id": 2, **row}),
+        Watermark(tso(5)),
+    ]
+    publish(broker, "simple-json", events, "inv_renamed")
+    config = source_config("inv_renamed", "simple-json")
+    land_and_decode(spark, config, "inv_renamed")
+    ddl = of_source(spark, SILVER_DDL_EVENTS, "inv_renamed", "commit_ts, `table`, ddl_type, table_uid")
+    uids = {d["table_uid"] for d in ddl if d["ddl_type"] == "create_table"}
+    announced = {d["table_uid"] for d in ddl if d["ddl_type"] == "bootstrap" and d["table"] == "goods"}
+    assert len(uids) == 1 and len(announced) == 1 and announced != uids
+    dropped = [(d["commit_ts"], d["table"], d["table_uid"]) for d in ddl if d["ddl_type"] == "drop_table"]
+    assert dropped == [(tso(3), "goods", *announced)]
+    result = build_gold(spark, config, "inv_renamed")
+    assert result.tables == {"gold_inv_renamed.inv__goods": 2}
+
+
 def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(
     spark, broker, source_config, config_file, tmp_path, capsys
 ):
