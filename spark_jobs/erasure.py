@@ -157,6 +157,7 @@ def erase(
     record_run(spark, config, source.name, "incremental", main_snapshot(spark), {}, started)
     touched.extend([BRONZE_MESSAGES, SILVER_ROW_CHANGES])
     named, name_args = _named(known_as)
+    _keep_key_changes(spark, named, where | name_args)
     silver_rows = _delete(
         spark, SILVER_ROW_CHANGES, f"source = :source AND row_key = :row_key AND {named}", where | name_args
     )
@@ -452,6 +453,21 @@ def _delete_left(spark, relation: str, paths: list[str]) -> int:
     for path in left:
         io.deleteFile(path)
     return len(left)
+
+
+def _keep_key_changes(spark, named: str, args: dict[str, Any]) -> None:
+    """Flag `key_change_split` on the deletes of other keys that share a commit ts with an insert of the erased key:
+    TiCDC splits an update that changed a key into a delete and an insert of one commit, and gold's `ignore`
+    delete mode applies a delete only as half of such a change, which it tells by that insert. Without the flag a
+    rebuild of gold would bring the row the key came from back."""
+    spark.sql(
+        f"""UPDATE {SILVER_ROW_CHANGES} SET flags = array_union(flags, array('key_change_split'))
+            WHERE source = :source AND {named} AND op = 'delete' AND row_key <> :row_key
+              AND NOT array_contains(flags, 'key_change_split')
+              AND commit_ts IN (SELECT commit_ts FROM {SILVER_ROW_CHANGES}
+                                WHERE source = :source AND row_key = :row_key AND {named} AND op = 'insert')""",
+        args=args,
+    )
 
 
 def _delete(spark, relation: str, condition: str, args: dict[str, Any]) -> int:
