@@ -37,6 +37,7 @@ from ticdc_devkit.simulator.model import (
     expected_event,
 )
 from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
+from ticdc_devkit.simulator.workload import create_table_sql
 
 pytestmark = pytest.mark.e2e
 
@@ -396,16 +397,8 @@ def test_a_simple_bootstrap_after_a_rename_is_the_renamed_table_not_a_new_one(sp
     items = dataclasses.replace(ITEMS, schema_version=tso(0))
     goods = dataclasses.replace(items, name="goods")
     row = {"name": "a", "qty": 1, "price": 1.0, "status": "new", "created": dt.datetime(2025, 1, 1), "note": None}
-    cols = ", ".join(f"`{c.name}` {c.type}{'' if c.nullable else ' NOT NULL'}" for c in ITEMS.columns)
     events = [
-        Ddl(
-            tso(0),
-            "inv",
-            "items",
-            f"CREATE TABLE `inv`.`items` ({cols}, PRIMARY KEY (`id`))",
-            "create_table",
-            table_after=items,
-        ),
+        Ddl(tso(0), "inv", "items", create_table_sql(items), "create_table", table_after=items),
         Bootstrap(items),
         RowChange(tso(1), "insert", items, after={"id": 1, **row}),
         Ddl(
