@@ -33,6 +33,8 @@
     {%- elif spark_type == 'boolean' -%} ({{ expression }} <> '0')
     {%- elif spark_type == 'string' and gold_decimal_type(mysql_type | lower) | trim == 'string' -%}
         {{ decimal_text_at_scale(expression, decimal_scale(mysql_type | lower)) }}
+    {%- elif time_fsp(mysql_type | lower) | trim -%}
+        {{ time_text_at_fsp(expression, time_fsp(mysql_type | lower)) }}
     {%- elif spark_type == 'string' -%} {{ expression }}
     {%- elif narrowed -%}
         case
@@ -65,8 +67,39 @@
     {%- set base = t.split('(')[0].split(' ')[0] -%}
     {%- if base in ['tinyint', 'smallint', 'mediumint', 'int', 'bigint'] -%} {{ decimal_text_at_scale(expression, 0) }}
     {%- elif base == 'decimal' and '(' in t -%} {{ decimal_text_at_scale(expression, decimal_scale(t)) }}
+    {%- elif time_fsp(t) | trim -%} {{ time_text_at_fsp(expression, time_fsp(t)) }}
     {%- else -%} {{ expression }}
     {%- endif -%}
+{%- endmacro %}
+
+
+{#- The fractional digits of a TIME(fsp) type, as text; '' for any other type, or a TIME whose fsp is not known
+    (a table typed by its rows alone). -#}
+{% macro time_fsp(mysql_type) -%}
+    {%- set m = modules.re.fullmatch('time\\(([0-6])\\)', mysql_type) -%}
+    {{- m.group(1) if m is not none else '' -}}
+{%- endmacro %}
+
+
+{#- A TIME's text (`[-]HH:MM:SS[.f]`, hours past 24) with exactly `fsp` fractional digits, as TiDB shows it:
+    rounded half away from zero (a MODIFY to fewer digits; Debezium sends six whatever the column has). Text of
+    another form stays as it is. -#}
+{% macro time_text_at_fsp(expression, fsp) -%}
+    {%- set fsp = fsp | int -%}
+    {%- set seconds = "round(cast(regexp_extract(_time, '^-?([0-9]+):', 1) as decimal(20,6)) * 3600"
+        ~ " + cast(regexp_extract(_time, ':([0-9]{2}):', 1) as int) * 60"
+        ~ " + cast(regexp_extract(_time, ':([0-9]{2}([.][0-9]*)?)$', 1) as decimal(20,6)), " ~ fsp ~ ")" -%}
+    element_at(transform(array({{ expression }}), _time ->
+        if(_time rlike '^-?[0-9]+:[0-9]{2}:[0-9]{2}([.][0-9]{0,6})?$',
+           element_at(transform(array({{ seconds }}), _seconds -> concat(
+               if(_time like '-%' and _seconds > 0, '-', ''),
+               format_string('%02d:%02d:%02d', cast(floor(_seconds / 3600) as bigint),
+                             cast(floor(_seconds / 60) % 60 as int), cast(floor(_seconds) % 60 as int))
+               {%- if fsp > 0 %},
+               '.', lpad(cast(cast((_seconds - floor(_seconds)) * {{ 10 ** fsp }} as bigint) as string), {{ fsp }}, '0')
+               {%- endif %}
+           )), 1),
+           _time)), 1)
 {%- endmacro %}
 
 

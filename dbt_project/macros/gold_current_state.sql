@@ -130,13 +130,16 @@
 
 {#- What a gold table holds: its key and its columns' ids, names and gold types (a column dropped and added
     again under its old name is a new id, whose old values must not come back). A DECIMAL kept as text has its
-    scale in its type here: every value's text changes with it (decimal_text_at_scale). -#}
+    scale in its type here, and a TIME its fsp: every value's text changes with it (decimal_text_at_scale,
+    time_text_at_fsp). -#}
 {% macro gold_shape(columns, key_columns, types) -%}
     {%- set shaped = [] -%}
     {%- for column in columns -%}
         {%- set spark_type = gold_type(column['type'], types) | trim -%}
         {%- if spark_type == 'string' and gold_decimal_type(column['type'] | lower) | trim == 'string' -%}
             {%- set spark_type = 'string at scale ' ~ decimal_scale(column['type'] | lower) | trim -%}
+        {%- elif time_fsp(column['type'] | lower) | trim -%}
+            {%- set spark_type = 'string at fsp ' ~ time_fsp(column['type'] | lower) | trim -%}
         {%- endif -%}
         {%- do shaped.append([column['id'], column['name'], spark_type]) -%}
     {%- endfor -%}

@@ -46,6 +46,9 @@ def _column(
         entry["elements"] = enum_elements(definition)
     if entry["type"] == "tinyint" and (parse_type(definition)[1] == "1" or definition.lower() in ("bool", "boolean")):
         entry["boolean"] = True  # MySQL's BOOL: gold may map it to boolean (config.TypeMappings.tinyint1)
+    if entry["type"] == "time":  # gold keeps TIME as text, with as many fractional digits as the column has
+        args = parse_type(definition)[1]
+        entry["fsp"] = int(args) if args is not None and args.strip().isdigit() else 0
     entry["default"] = default
     entry["origin_default"] = origin
     return entry
@@ -61,6 +64,8 @@ def _definition_of(column: Mapping[str, Any]) -> str:
     if column["type"] in ("enum", "set") and column.get("elements") is not None:
         return f"{column['type']}({','.join(_quoted(e) for e in column['elements'])})"
     canonical: str = column["type"]
+    if canonical == "time" and column.get("fsp") is not None:
+        return f"time({column['fsp']})"
     return "tinyint(1)" if column.get("boolean") else canonical
 
 

@@ -6,6 +6,7 @@ naming the column and the value, rather than landing as null."""
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 
 import pytest
@@ -196,3 +197,45 @@ def test_a_value_written_before_a_chain_of_type_changes_is_converted_at_each(spa
     for relation in (gold, f"{history} WHERE _valid_to_ts IS NULL"):
         rows = {r["id"]: (r["code"], str(r["price"])) for r in spark.sql(f"SELECT * FROM {relation}").collect()}
         assert rows == expected, relation
+
+
+def test_a_time_is_shown_with_its_columns_fractional_digits_after_every_change_of_them(spark, broker, source_config):
+    """Gold keeps a TIME as text with as many fractional digits as the column has. Debezium sends six whatever
+    the column has; after a MODIFY COLUMN to fewer, TiDB rounds every stored value, and pads it after one to more."""
+    source = "typed_time"
+    broker.create_topics([source], partitions=1)
+    shapes = [
+        Table("typ", "clock", (Column("id", "int", nullable=False), Column("at", f"time({fsp})")), ("id",), 952)
+        for fsp in (5, 2, 4)
+    ]
+    values = [
+        dt.timedelta(hours=590, minutes=46, microseconds=266560),
+        -dt.timedelta(hours=616, minutes=2, seconds=5, microseconds=654010),
+        dt.timedelta(seconds=59, microseconds=995000),
+        dt.timedelta(0),
+        None,
+    ]
+    config = source_config(source, "debezium")
+    gold = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.gold_table('typ', 'clock'))}"
+
+    def publish(events: list) -> dict:
+        send(broker, source, events, "debezium")
+        land_and_decode(spark, config, source)
+        build_gold(spark, config, source)
+        return dict(spark.sql(f"SELECT id, at FROM {gold}").collect())
+
+    def modify(ts: int, before: Table, after: Table) -> Ddl:
+        sql = f"ALTER TABLE `typ`.`clock` MODIFY COLUMN `at` {after.columns[1].type}"
+        return Ddl(ts, "typ", "clock", sql, "modify_column", table_after=after, table_before=before)
+
+    created = Ddl(tso(10), "typ", "clock", create_table_sql(shapes[0]), "create_table", table_after=shapes[0])
+    inserts = [RowChange(tso(20 + i), "insert", shapes[0], after={"id": i, "at": v}) for i, v in enumerate(values)]
+    assert publish([created, *inserts, Watermark(tso(30))]) == dict(
+        enumerate(["590:46:00.26656", "-616:02:05.65401", "00:00:59.99500", "00:00:00.00000", None])
+    )
+    assert publish([modify(tso(40), shapes[0], shapes[1]), Watermark(tso(50))]) == dict(
+        enumerate(["590:46:00.27", "-616:02:05.65", "00:01:00.00", "00:00:00.00", None])
+    )
+    assert publish([modify(tso(60), shapes[1], shapes[2]), Watermark(tso(70))]) == dict(
+        enumerate(["590:46:00.2700", "-616:02:05.6500", "00:01:00.0000", "00:00:00.0000", None])
+    )

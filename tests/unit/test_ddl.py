@@ -804,6 +804,15 @@ def test_random_alter_sequences_match_a_model(operations, clauses_per_statement)
             assert schema["next_column_id"] == next_id and schema["key_columns"] == ["id"]
 
 
+def test_a_time_keeps_its_fractional_digits_until_it_is_no_time():
+    """The canonical type `time` drops TIME's fsp, which gold's text of a value has: the schema keeps it beside the
+    type (`fsp`), follows a MODIFY or CHANGE to another fsp, and drops it when the column stops being a TIME."""
+    s = after("CREATE TABLE c (id int PRIMARY KEY, a time, b time(3), d datetime(3))")
+    assert {c["name"]: c.get("fsp") for c in s["columns"]} == {"id": None, "a": 0, "b": 3, "d": None}
+    altered = after("ALTER TABLE c MODIFY a time(6), CHANGE b b2 varchar(20), ADD COLUMN e time(2)", s)
+    assert {c["name"]: c.get("fsp") for c in altered["columns"]} == {"id": None, "a": 6, "b2": None, "d": None, "e": 2}
+
+
 def test_a_tinyint_1_is_flagged_boolean_until_it_is_no_tinyint_1():
     """MySQL's BOOL is TINYINT(1); the canonical type drops the width, so the schema flags the column (gold may map
     it to boolean: config.TypeMappings.tinyint1). A MODIFY to another width or type drops the flag; other columns'

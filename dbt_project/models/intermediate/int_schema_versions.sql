@@ -58,11 +58,16 @@ versions as (
         -- a column the source's table rules leave out (spark_jobs.silver.merges.within_rules) is not gold's
         transform(
             filter(table_schema.columns, c -> not coalesce(c.left_out, false)),
-            -- MySQL's BOOL (the interpreter flags a tinyint(1)) keeps its width: gold.types may map it to boolean
+            -- MySQL's BOOL (the interpreter flags a tinyint(1)) keeps its width: gold.types may map it to boolean;
+            -- a TIME its fractional digits, which gold's text has
             c -> named_struct(
                 'id', c.id,
                 'name', c.name,
-                'type', case when coalesce(c.boolean, false) then 'tinyint(1)' else c.type end,
+                'type', case
+                    when coalesce(c.boolean, false) then 'tinyint(1)'
+                    when c.type = 'time' and c.fsp is not null then concat('time(', cast(c.fsp as string), ')')
+                    else c.type
+                end,
                 'nullable', c.nullable,
                 'origin_default', c.origin_default
             )
