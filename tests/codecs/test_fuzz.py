@@ -10,6 +10,7 @@ bytes, JSON-shaped garbage (fresh and grafted into valid documents), and key/val
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import random
 import signal
@@ -346,7 +347,10 @@ def _alarm(signum, frame):
 def _problem(protocol: str, decoder, key, value) -> str | None:
     """None when the decoder behaved; else what was wrong. Slow means CPU spent in this thread (a pathological
     input makes the decoder spin), not the wall clock: a registry look-up waits, and on a machine busy with other
-    tests a wall-clock second is no sign of a problem. A hang still ends at the wall-clock alarm."""
+    tests a wall-clock second is no sign of a problem. A hang still ends at the wall-clock alarm. The collector is
+    off while it runs: in a worker that ran end-to-end tests first, a full collection of that process's heap fell
+    into one decode and cost it more than a second of this thread's CPU."""
+    gc.disable()
     started = time.thread_time()
     signal.setitimer(signal.ITIMER_REAL, 10 * SLOW_SECONDS)
     try:
@@ -362,7 +366,8 @@ def _problem(protocol: str, decoder, key, value) -> str | None:
         return f"{type(exc).__name__} at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}: {str(exc)[:200]}"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-    elapsed = time.thread_time() - started
+        elapsed = time.thread_time() - started
+        gc.enable()
     if elapsed > SLOW_SECONDS:
         return f"took {elapsed:.2f} s of CPU"
     if result is None:
