@@ -9,8 +9,8 @@
    the key's row (`codecs.without_events`), every other row's bytes as they were. A message that holds the key and
    another key in one event (an update that changed the key, sent whole) cannot lose one of them: the erasure
    stops, naming the message and both keys, and nothing is touched;
-3. the erasure is recorded in `silver.erasures`: who, what (table, key columns, a SHA-256 of the key), when; never
-   a value. From then on no decode lets a change of the key committed up to the request into silver again
+3. the erasure is recorded in `silver.erasures`: who, what (table, key columns, a SHA-256 of the key), when, and
+   the commits where the key took another key's row (`_key_changes`); never a value. From then on no decode lets a change of the key committed up to the request into silver again
    (`silver.erased`), so neither a replay of bronze nor TiCDC sending the message again brings it back;
 4. bronze loses and rewrites those messages in one commit; silver, gold, history and the daily table lose the
    key's rows, and the gold, history and daily files that held them are rewritten (gold's merges write delete
@@ -140,7 +140,11 @@ def erase(
     where = {"source": source.name, "row_key": erased_key}
     plan = _bronze_plan(spark, source, known_as, erased_key, hashes)
     erasure_id = uuid.uuid4().hex
-    _record(spark, source.name, erasure_id, database, table, key_columns, hashes, requested_by, requested_at)
+    named, name_args = _named(known_as)
+    key_changes = _key_changes(spark, named, where | name_args)
+    _record(
+        spark, source.name, erasure_id, database, table, key_columns, hashes, key_changes, requested_by, requested_at
+    )
     touched: list[str] = []
     replaced: list[str] = []
     if plan:
@@ -156,8 +160,8 @@ def erase(
     # key in their older snapshots, and running it again finishes the job.
     record_run(spark, config, source.name, "incremental", main_snapshot(spark), {}, started)
     touched.extend([BRONZE_MESSAGES, SILVER_ROW_CHANGES])
-    named, name_args = _named(known_as)
-    _keep_key_changes(spark, named, where | name_args)
+    if key_changes:
+        _keep_key_changes(spark, source.name)
     silver_rows = _delete(
         spark, SILVER_ROW_CHANGES, f"source = :source AND row_key = :row_key AND {named}", where | name_args
     )
@@ -387,6 +391,7 @@ def _record(
     table: str,
     key_columns: list[str],
     hashes: list[str],
+    key_changes: list[tuple[str, str, int]],
     requested_by: str,
     requested_at: dt.datetime,
 ) -> None:
@@ -401,6 +406,7 @@ def _record(
         requested_by,
         requested_at.replace(tzinfo=None),
         *([None] * 8),
+        key_changes,
     )
     spark.createDataFrame([row], spark.table(SILVER_ERASURES).schema).writeTo(SILVER_ERASURES).append()
 
@@ -455,18 +461,31 @@ def _delete_left(spark, relation: str, paths: list[str]) -> int:
     return len(left)
 
 
-def _keep_key_changes(spark, named: str, args: dict[str, Any]) -> None:
-    """Flag `key_change_split` on the deletes of other keys that share a commit ts with an insert of the erased key:
-    TiCDC splits an update that changed a key into a delete and an insert of one commit, and gold's `ignore`
-    delete mode applies a delete only as half of such a change, which it tells by that insert. Without the flag a
-    rebuild of gold would bring the row the key came from back."""
-    spark.sql(
-        f"""UPDATE {SILVER_ROW_CHANGES} SET flags = array_union(flags, array('key_change_split'))
+def _key_changes(spark, named: str, args: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """The commits (table and commit ts) where a delete of another key shares a commit with an insert of the erased
+    key: TiCDC splits an update that changed a key into a delete and an insert of one commit, and gold's `ignore`
+    delete mode applies a delete only as half of such a change, which it tells by that insert. The erasure takes
+    the insert away, so its record keeps these for every decode after it (`silver.erased`)."""
+    rows = spark.sql(
+        f"""SELECT DISTINCT database, `table`, commit_ts FROM {SILVER_ROW_CHANGES}
             WHERE source = :source AND {named} AND op = 'delete' AND row_key <> :row_key
-              AND NOT array_contains(flags, 'key_change_split')
-              AND commit_ts IN (SELECT commit_ts FROM {SILVER_ROW_CHANGES}
-                                WHERE source = :source AND row_key = :row_key AND {named} AND op = 'insert')""",
+              AND (database, `table`, commit_ts) IN (
+                  SELECT database, `table`, commit_ts FROM {SILVER_ROW_CHANGES}
+                  WHERE source = :source AND row_key = :row_key AND {named} AND op = 'insert')""",
         args=args,
+    ).collect()
+    return sorted((r["database"], r["table"], r["commit_ts"]) for r in rows)
+
+
+def _keep_key_changes(spark, source: str) -> None:
+    """Flag `key_change_split` in silver on the deletes the source's erasures recorded as halves of key changes
+    (`_key_changes`), as every later decode does, so that a rebuild of gold does not bring their rows back."""
+    spark.sql(
+        f"""UPDATE {SILVER_ROW_CHANGES} SET flags = array_sort(array_union(coalesce(flags, array()), array('key_change_split')))
+            WHERE source = :source AND op = 'delete' AND NOT coalesce(array_contains(flags, 'key_change_split'), false)
+              AND (database, `table`, commit_ts) IN (
+                  SELECT inline(key_changes) FROM {SILVER_ERASURES} WHERE source = :source)""",
+        args={"source": source},
     )
 
 

@@ -42,9 +42,25 @@ def erased_through(spark, source: str) -> dict[str, int]:
     return {r["key_hash"]: r["through_ts"] for r in rows}
 
 
+def key_changes(spark, source: str) -> list[tuple[str, str, int]]:
+    """The commits (table and commit ts) the source's erasures recorded as key changes: a delete there is half of
+    an update whose insert, of an erased key, is gone (`erasure._key_changes`)."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        spark.table(SILVER_ERASURES)
+        .where(F.col("source") == source)
+        .select(F.inline("key_changes"))  # none from an erasure recorded before they were kept
+        .distinct()
+        .collect()
+    )
+    return [(r["database"], r["table"], r["commit_ts"]) for r in rows]
+
+
 def mark_erased(spark, decoded, source: str):
     """The decoded events with every row change of an erased key committed by its erasure's `through_ts` marked
-    kind `erased` (the same hash as `key_hash`, computed by Spark per row only when the source has erasures)."""
+    kind `erased` (the same hash as `key_hash`, computed by Spark per row only when the source has erasures), and
+    the deletes the erasures recorded as halves of key changes flagged `key_change_split`."""
     from pyspark.sql import functions as F
 
     through = erased_through(spark, source)
@@ -53,7 +69,21 @@ def mark_erased(spark, decoded, source: str):
     hashed = hashed_key()
     limits = F.create_map(*[F.lit(value) for item in through.items() for value in item])
     erased = (F.col("kind") == "row") & (F.col("commit_ts") <= F.try_element_at(limits, hashed))
-    return decoded.withColumn("kind", F.when(erased, F.lit(ERASED)).otherwise(F.col("kind")))
+    marked = decoded.withColumn("kind", F.when(erased, F.lit(ERASED)).otherwise(F.col("kind")))
+    changes = key_changes(spark, source)
+    if not changes:
+        return marked
+    commits = F.create_map(*[F.lit(value) for change in changes for value in (_SEPARATOR.join(map(str, change)), True)])
+    commit = F.concat_ws(_SEPARATOR, "database", "table", F.col("commit_ts").cast("string"))
+    split = (
+        (F.col("kind") == "row")
+        & (F.col("op") == "delete")
+        & F.coalesce(F.try_element_at(commits, commit), F.lit(False))
+    )
+    flagged = F.array_sort(
+        F.array_union(F.coalesce("flags", F.array().cast("array<string>")), F.array(F.lit("key_change_split")))
+    )
+    return marked.withColumn("flags", F.when(split, flagged).otherwise(F.col("flags")))
 
 
 def hashed_key():

@@ -15,6 +15,7 @@ import json
 import time
 from pathlib import Path
 
+import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -22,6 +23,8 @@ import pytest
 
 from spark_jobs import cli, steps
 from spark_jobs.backfill.daily import write_day
+from spark_jobs.config import GoldSettings
+from spark_jobs.erasure import erase
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.runtime.sql import quote_ident
@@ -31,8 +34,10 @@ from spark_jobs.runtime.tables import (
     SILVER_ERASED_MESSAGES,
     SILVER_ERASURES,
     SILVER_ROW_CHANGES,
+    ensure_tables,
 )
-from spark_jobs.silver.erased import key_hash
+from spark_jobs.silver.build import rebuild_silver
+from spark_jobs.silver.erased import key_changes, key_hash
 from tests.e2e.streams import land_and_decode, send
 from tests.e2e.test_rebuild import trigger
 from tests.e2e.test_silver import tso
@@ -132,8 +137,6 @@ def files_holding(root: Path, needles: tuple[str, ...]) -> list[str]:
     """Every file under `root` that holds one of `needles`: in a Parquet file's cells (decompressed, any column,
     nested ones too), in an Avro file's records (Iceberg's manifests, with their column bounds), or in any other
     file's bytes."""
-    import fastavro
-
     found = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         if path.suffix == ".parquet":
@@ -273,10 +276,9 @@ def test_an_erased_key_is_gone_from_every_layer_and_every_file_and_stays_gone(
 
 def test_erasing_the_key_a_row_moved_to_keeps_the_move_in_ignore_mode(spark, broker, source_config):
     """Gold's `ignore` delete mode applies a delete only as half of an update that changed a key, which TiCDC sent
-    as a delete and an insert of one commit. Erasing the new key takes the insert away; the delete of the old key
-    is flagged a key change first, so a rebuild of gold does not bring the old row back."""
-    from spark_jobs.config import GoldSettings
-    from spark_jobs.erasure import erase
+    as a delete and an insert of one commit. Erasing the new key takes the insert away; the erasure records that
+    commit, and the delete of the old key is flagged a key change in silver and in every decode after it, so
+    neither a rebuild of gold nor one of silver from bronze brings the old row back."""
 
     source = "erased_moved"
     config = source_config(source, "canal-json", gold=GoldSettings(deletes="ignore"))
@@ -304,3 +306,16 @@ def test_erasing_the_key_a_row_moved_to_keeps_the_move_in_ignore_mode(spark, bro
     assert ids() == [3]
     build_gold(spark, config, source, rebuild=True)
     assert ids() == [3], "the rebuild brought back the row whose key the update changed"
+    rebuild_silver(spark, config, source)
+    build_gold(spark, config, source, rebuild=True)
+    assert ids() == [3], "a rebuild of silver from bronze brought back the row whose key the update changed"
+
+
+def test_a_lakehouse_made_before_erasures_kept_key_changes_gains_them_and_reads_old_records(spark):
+    """`silver.erasures` made by an older version has no `key_changes`: the next run adds the column, and an older
+    record reads as keeping none (runs after the test above, whose record loses its commits here)."""
+    spark.sql(f"ALTER TABLE {SILVER_ERASURES} DROP COLUMN key_changes")
+    ensure_tables(spark, "silver")
+    added = spark.table(SILVER_ERASURES).schema["key_changes"].dataType
+    assert added.simpleString() == "array<struct<database:string,table:string,commit_ts:bigint>>"
+    assert key_changes(spark, "erased_moved") == []

@@ -13,6 +13,8 @@ import random
 import pytest
 
 from spark_jobs.bronze.land import land_bronze
+from spark_jobs.cli import main
+from spark_jobs.gold.build import build_gold
 from spark_jobs.runtime.iceberg import main_snapshot
 from spark_jobs.runtime.tables import (
     BRONZE_MESSAGES,
@@ -35,6 +37,7 @@ from ticdc_devkit.simulator.model import (
     Table,
     Watermark,
     expected_event,
+    split_key_changing_updates,
 )
 from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 from ticdc_devkit.simulator.workload import create_table_sql
@@ -178,8 +181,6 @@ def expected_rows(events):
 
 
 def encode_split(events):
-    from ticdc_devkit.simulator.model import split_key_changing_updates
-
     return [e for e in split_key_changing_updates(events) if isinstance(e, RowChange)]
 
 
@@ -392,7 +393,6 @@ def test_a_simple_bootstrap_after_a_rename_is_the_renamed_table_not_a_new_one(sp
     """A rename leaves a table's schema version as it was, so the bootstrap TiCDC sends after it names the table
     as it is called now but is dated before the rename. Read in commit order, it announced a table of its own
     under the new name, and gold then had two tables for one name and stopped. The rename drops that one."""
-    from spark_jobs.gold.build import build_gold
 
     items = dataclasses.replace(ITEMS, schema_version=tso(0))
     goods = dataclasses.replace(items, name="goods")
@@ -497,8 +497,6 @@ def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(
         5,
         14,
     }
-
-    from spark_jobs.cli import main
 
     written = config_file(fixed, tmp_path / "quarantine.yaml")
     assert main(["quarantine", "list", "--source", "inv_bad", "--config", str(written)]) == 0
