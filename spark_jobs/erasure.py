@@ -128,19 +128,19 @@ def erase(
     source = config.source(source_name)
     started, requested_at = time.monotonic(), dt.datetime.now(dt.UTC)
     build_silver(spark, config, source.name)
-    key_columns = _key_columns(spark, source.name, database, table)
+    known_as = _names(spark, source.name, database, table)
+    named, name_args = _named(known_as)
+    key_columns = _key_columns(spark, source.name, database, table, named, name_args)
     if sorted(key) != sorted(key_columns):
         raise ConfigError(
             f"erase: the key of {database}.{table} is ({', '.join(key_columns)}); --key gives ({', '.join(key)})"
         )
     erased_key = row_key(key_columns, None, key)
     assert erased_key is not None
-    known_as = _names(spark, source.name, database, table)
     hashes = [key_hash(db, t, erased_key) for db, t in known_as]
     where = {"source": source.name, "row_key": erased_key}
     plan = _bronze_plan(spark, source, known_as, erased_key, hashes)
     erasure_id = uuid.uuid4().hex
-    named, name_args = _named(known_as)
     key_changes = _key_changes(spark, named, where | name_args)
     _record(
         spark, source.name, erasure_id, database, table, key_columns, hashes, key_changes, requested_by, requested_at
@@ -278,13 +278,13 @@ def _lists_key(entry: str, key: dict[str, str]) -> bool:
     return type(listed) is dict and {c: str(v) for c, v in listed.items()} == key
 
 
-def _key_columns(spark, source: str, database: str, table: str) -> list[str]:
-    """The table's key columns, as its newest row change in silver names them."""
+def _key_columns(spark, source: str, database: str, table: str, named: str, name_args: dict[str, str]) -> list[str]:
+    """The table's key columns, as its newest row change in silver names them, under any name the table had (a
+    table renamed since its last change has none under its name)."""
     rows = spark.sql(
-        f"""SELECT key_columns FROM {SILVER_ROW_CHANGES}
-            WHERE source = :source AND database = :database AND `table` = :table
+        f"""SELECT key_columns FROM {SILVER_ROW_CHANGES} WHERE source = :source AND {named}
             ORDER BY commit_ts DESC LIMIT 1""",
-        args={"source": source, "database": database, "table": table},
+        args={"source": source, **name_args},
     ).collect()
     if not rows:
         raise ConfigError(f"erase: source {source} has no row of {database}.{table} in silver")

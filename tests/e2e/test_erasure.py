@@ -278,11 +278,12 @@ def test_erasing_the_key_a_row_moved_to_keeps_the_move_in_ignore_mode(spark, bro
     """Gold's `ignore` delete mode applies a delete only as half of an update that changed a key, which TiCDC sent
     as a delete and an insert of one commit. Erasing the new key takes the insert away; the erasure records that
     commit, and the delete of the old key is flagged a key change in silver and in every decode after it, so
-    neither a rebuild of gold nor one of silver from bronze brings the old row back."""
+    neither a rebuild of gold nor one of silver from bronze brings the old row back. The table is renamed after
+    its last change: the erasure finds its key and its rows under the name they came with."""
 
     source = "erased_moved"
     config = source_config(source, "canal-json", gold=GoldSettings(deletes="ignore"))
-    table = dataclasses.replace(PEOPLE, name="moved")
+    table, renamed = dataclasses.replace(PEOPLE, name="moved"), dataclasses.replace(PEOPLE, name="kept")
     first, moved, other = ({"id": i, "email": f"{i}@example.test", "note": "n"} for i in (1, 2, 3))
     events = [
         Ddl(tso(0), "er", "moved", create_table_sql(table), "create_table", table_after=table),
@@ -290,19 +291,20 @@ def test_erasing_the_key_a_row_moved_to_keeps_the_move_in_ignore_mode(spark, bro
         RowChange(tso(20), "insert", table, after=other),
         RowChange(tso(30), "update", table, before=first, after={**moved, "email": first["email"]}),  # sent split
         RowChange(tso(40), "delete", table, before=other),  # ignored: row 3 stays
+        Ddl(tso(45), "er", "kept", "RENAME TABLE er.moved TO er.kept", "rename_table", renamed, table),
         Watermark(tso(50)),
     ]
     broker.create_topics([source], partitions=1)
     send(broker, source, events)
     land_and_decode(spark, config, source)
-    gold = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.gold_table('er', 'moved'))}"
+    gold = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.gold_table('er', 'kept'))}"
 
     def ids() -> list[int]:
         return sorted(r["id"] for r in spark.sql(f"SELECT id FROM {gold}").collect())
 
     build_gold(spark, config, source)
     assert ids() == [2, 3]
-    erase(spark, config, source, "er", "moved", {"id": "2"}, "dpo")
+    erase(spark, config, source, "er", "kept", {"id": "2"}, "dpo")
     assert ids() == [3]
     build_gold(spark, config, source, rebuild=True)
     assert ids() == [3], "the rebuild brought back the row whose key the update changed"
