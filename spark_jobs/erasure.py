@@ -278,6 +278,11 @@ def _lists_key(entry: str, key: dict[str, str]) -> bool:
     return type(listed) is dict and {c: str(v) for c, v in listed.items()} == key
 
 
+def key_columns(spark, source: str, database: str, table: str) -> list[str]:
+    """The key columns `erase` takes in its key, by name: the table's key as its newest row change names them."""
+    return _key_columns(spark, source, database, table, *_named(_names(spark, source, database, table)))
+
+
 def _key_columns(spark, source: str, database: str, table: str, named: str, name_args: dict[str, str]) -> list[str]:
     """The table's key columns, as its newest row change in silver names them, under any name the table had (a
     table renamed since its last change has none under its name)."""

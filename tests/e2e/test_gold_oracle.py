@@ -31,16 +31,17 @@ import re
 
 import pytest
 
-from spark_jobs import steps
+from spark_jobs import erasure, steps
 from spark_jobs.bronze.land import land_bronze
 from spark_jobs.canonical.values import INTEGER_TYPES, canonical_type, parse_type
 from spark_jobs.config import DELETE_MODES, GoldSettings, TableLayout, TableRules
+from spark_jobs.errors import ErasureRefused
 from spark_jobs.gold import names
 from spark_jobs.gold.build import build_gold
 from spark_jobs.gold.layout import current_layout, table_layout
 from spark_jobs.gold.publish import tidb_time
 from spark_jobs.runtime.sql import quote_ident
-from spark_jobs.runtime.tables import SILVER_QUARANTINE, SILVER_ROW_CHANGES
+from spark_jobs.runtime.tables import SILVER_QUARANTINE
 from spark_jobs.silver.build import build_silver
 from ticdc_devkit.broker import produce
 from ticdc_devkit.dumpling_export import write_export
@@ -436,6 +437,13 @@ def random_table_rules(workload: Workload, rng: random.Random) -> TableRules:
         )
         if not any(not rules.keeps(*old) and rules.keeps(*new) for old, new in renames):
             return rules
+    for db, t in tables:  # rarely (seed 19 of Canal-JSON): twenty draws met renames; the table alone, if any fits
+        rules = TableRules(
+            include=[f"`{d.replace('`', '``')}`.*" for d in databases],
+            exclude=[f"`{db.replace('`', '``')}`.`{t.replace('`', '``')}`"],
+        )
+        if not any(not rules.keeps(*old) and rules.keeps(*new) for old, new in renames):
+            return rules
     raise AssertionError(f"no table rule leaves a renamed table alone among {tables}")
 
 
@@ -564,41 +572,27 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
 
 def erase_random_key(spark, config, source: str, workload, ts: int, rules, rng) -> dict[tuple[str, str], tuple]:
     """Erase a random row's key of a random keyed gold table, one renamed upstream where there is one (its
-    earlier changes are in silver under its earlier name), but not a row that an update sent whole moved (its
-    erasure is refused, tests/unit/test_erasure.py); returns {(database, table): the key's values}. The key's
-    history goes too."""
-    from spark_jobs import erasure
-
-    moved = {
-        tuple(r)
-        for r in spark.sql(
-            f"""SELECT DISTINCT database, `table`, row_key FROM {SILVER_ROW_CHANGES}
-                WHERE source = :s AND array_contains(flags, 'key_change_split')""",
-            args={"s": source},
-        ).collect()
-    }
+    earlier changes are in silver under its earlier name); returns {(database, table): the key's values}, empty
+    when no keyed table has a row. A key that an update sent whole moved is refused, nothing touched
+    (tests/unit/test_erasure.py): another is tried. The key's history goes too."""
     namespace, present = names.gold_namespace(source), gold_tables(spark, source)
     candidates = []
     for (db, t), table in sorted(kept_schemas(workload, ts, rules).items()):
         if table.key and names.gold_table(db, t) in present:
             relation = f"{quote_ident(namespace)}.{quote_ident(names.gold_table(db, t))}"
             columns = [(c.name, canonical_type(c.type)) for c in table.columns]
-            candidates += [
-                (db, t, table, columns, r)
-                for r in spark.table(relation).collect()
-                if (db, t, r["_row_key"]) not in moved
-            ]
-    assert candidates, "no row to erase"
+            candidates += [(db, t, table, columns, r) for r in spark.table(relation).collect()]
     renamed = {(e.database, e.table) for e in workload.events if isinstance(e, Ddl) and e.ddl_type == "rename_table"}
-    db, t, table, columns, row = rng.choice([c for c in candidates if c[:2] in renamed] or candidates)
-    key_columns = spark.sql(  # named as the table's newest change names them: a key column may have been renamed
-        f"""SELECT key_columns FROM {SILVER_ROW_CHANGES} WHERE source = :s AND database = :d AND `table` = :t
-            ORDER BY commit_ts DESC LIMIT 1""",
-        args={"s": source, "d": db, "t": t},
-    ).collect()[0][0]
-    key = dict(zip(key_columns, json.loads(row["_row_key"])))
-    erasure.erase(spark, config, source, db, t, key, "the gold oracle")
-    history = f"{quote_ident(namespace)}.{quote_ident(names.gold_table(db, t) + names.HISTORY_SUFFIX)}"
-    assert not spark.sql(f"SELECT * FROM {history} WHERE _row_key = :k", args={"k": row["_row_key"]}).count()
-    (values,) = rows_state([row], columns).values()
-    return {(db, t): tuple(values[k] for k in table.key)}
+    rng.shuffle(candidates)
+    candidates.sort(key=lambda c: c[:2] not in renamed)
+    for db, t, table, columns, row in candidates:
+        key = dict(zip(erasure.key_columns(spark, source, db, t), json.loads(row["_row_key"])))
+        try:
+            erasure.erase(spark, config, source, db, t, key, "the gold oracle")
+        except ErasureRefused:
+            continue
+        history = f"{quote_ident(namespace)}.{quote_ident(names.gold_table(db, t) + names.HISTORY_SUFFIX)}"
+        assert not spark.sql(f"SELECT * FROM {history} WHERE _row_key = :k", args={"k": row["_row_key"]}).count()
+        (values,) = rows_state([row], columns).values()
+        return {(db, t): tuple(values[k] for k in table.key)}
+    return {}
