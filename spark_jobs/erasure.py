@@ -10,8 +10,9 @@
    another key in one event (an update that changed the key, sent whole) cannot lose one of them: the erasure
    stops, naming the message and both keys, and nothing is touched;
 3. the erasure is recorded in `silver.erasures`: who, what (table, key columns, a SHA-256 of the key), when, and
-   the commits where the key took another key's row (`_key_changes`); never a value. From then on no decode lets a change of the key committed up to the request into silver again
-   (`silver.erased`), so neither a replay of bronze nor TiCDC sending the message again brings it back;
+   the commits where the key took another key's row (`_key_changes`); never a value. From then on no decode lets
+   a change of the key committed up to the request into silver again (`silver.erased`), so neither a replay of
+   bronze nor TiCDC sending the message again brings it back;
 4. bronze loses and rewrites those messages in one commit; silver, gold, history and the daily table lose the
    key's rows, and the gold, history and daily files that held them are rewritten (gold's merges write delete
    files, which leave a deleted row in its data file);
@@ -486,8 +487,10 @@ def _keep_key_changes(spark, source: str) -> None:
     """Flag `key_change_split` in silver on the deletes the source's erasures recorded as halves of key changes
     (`_key_changes`), as every later decode does, so that a rebuild of gold does not bring their rows back."""
     spark.sql(
-        f"""UPDATE {SILVER_ROW_CHANGES} SET flags = array_sort(array_union(coalesce(flags, array()), array('key_change_split')))
-            WHERE source = :source AND op = 'delete' AND NOT coalesce(array_contains(flags, 'key_change_split'), false)
+        f"""UPDATE {SILVER_ROW_CHANGES}
+            SET flags = array_sort(array_union(coalesce(flags, array()), array('key_change_split')))
+            WHERE source = :source AND op = 'delete'
+              AND NOT coalesce(array_contains(flags, 'key_change_split'), false)
               AND (database, `table`, commit_ts) IN (
                   SELECT inline(key_changes) FROM {SILVER_ERASURES} WHERE source = :source)""",
         args={"source": source},
