@@ -360,24 +360,28 @@ def _plan_versions(live: list) -> list[dict]:
     COLUMN, so a value written before a chain of type changes is converted through each type of the chain
     (`canonical_through`), not only to the latest."""
     columns = [json.loads(v["columns"] or "[]") for v in live]
-    types = [{c["id"]: c["type"] for c in version} for version in columns]
-
-    def through(index: int, column_id: int) -> list[str]:
-        chain, last = [], types[index][column_id]
-        for later in types[index + 1 :]:
-            if column_id not in later:
-                break
-            if later[column_id] != last:
-                chain.append(last := later[column_id])
-        return chain[:-1]
-
+    # walked from the latest version back, each column's types from a version on, a repeat kept once: linear in
+    # the versions, whose number grows with every DDL of a table's life
+    types_from: dict[int, tuple[str, ...]] = {}
+    through: list[dict[int, list[str]]] = []
+    for version in reversed(columns):
+        types_from = {
+            c["id"]: (
+                types_from[c["id"]]
+                if c["id"] in types_from and types_from[c["id"]][0] == c["type"]
+                else (c["type"], *types_from.get(c["id"], ()))
+            )
+            for c in version
+        }
+        through.append({column_id: list(types[1:-1]) for column_id, types in types_from.items()})
+    through.reverse()
     return [
         {
             "from_ts": v["valid_from_ts"],
             "to_ts": v["valid_to_ts"],
             "database": v["upstream_database"],
             "table": v["upstream_table"],
-            "columns": [{"id": c["id"], "name": c["name"], "through": through(i, c["id"])} for c in columns[i]],
+            "columns": [{"id": c["id"], "name": c["name"], "through": through[i][c["id"]]} for c in columns[i]],
         }
         for i, v in enumerate(live)
     ]
