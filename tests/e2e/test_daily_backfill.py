@@ -151,21 +151,35 @@ class Airflow:
 
         A lock wait does not cover every case: a transaction that read first and then writes while the scheduler
         holds the write lock gets "database is locked" at once (SQLite's way out of a deadlock), whatever the
-        timeout. A backfill is created again only when the refused attempt left no backfill behind."""
+        timeout. A backfill create refused after it committed its backfill (its clear of a completed run met the
+        lock) leaves that backfill behind, half made: Airflow's own removal of it (`_cleanup_partial_backfill`) is
+        best effort and meets the same lock, so it is removed here, the same rows, and the backfill created again."""
         attempts = 6
         for attempt in range(1, attempts + 1):
             backfills = self.query("SELECT count(*) FROM backfill")
             done = self.cli(*args)
             refused = done.returncode != 0 and "database is locked" in done.stdout + done.stderr
             after = self.query("SELECT count(*) FROM backfill")
-            if not refused or attempt == attempts or not after or after != backfills:
+            if not refused or attempt == attempts or not after:
                 break
+            if after != backfills:
+                self.remove_newest_backfill()
             time.sleep(2 * attempt)
         assert done.returncode == 0, (
             f"airflow {' '.join(args)} failed (attempt {attempt} of {attempts}; backfills {backfills} before it, "
             f"{after} after):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         )
         return done.stdout
+
+    def remove_newest_backfill(self) -> None:
+        """Remove the newest backfill and its rows of runs (none of its own runs may exist: a half-made one has
+        none, its transaction rolled back)."""
+        with sqlite3.connect(self.db, timeout=60) as connection:
+            (newest,) = connection.execute("SELECT max(id) FROM backfill").fetchone()
+            runs = connection.execute("SELECT run_id FROM dag_run WHERE backfill_id = ?", (newest,)).fetchall()
+            assert not runs, f"the half-made backfill {newest} has runs {runs}: not removed"
+            connection.execute("DELETE FROM backfill_dag_run WHERE backfill_id = ?", (newest,))
+            connection.execute("DELETE FROM backfill WHERE id = ?", (newest,))
 
     def query(self, sql: str, *params) -> list[tuple]:
         if not self.db.exists():

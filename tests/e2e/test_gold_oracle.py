@@ -574,7 +574,8 @@ def erase_random_key(spark, config, source: str, workload, ts: int, rules, rng) 
     """Erase a random row's key of a random keyed gold table, one renamed upstream where there is one (its
     earlier changes are in silver under its earlier name); returns {(database, table): the key's values}, empty
     when no keyed table has a row. A key that an update sent whole moved is refused, nothing touched
-    (tests/unit/test_erasure.py): another is tried. The key's history goes too."""
+    (tests/unit/test_erasure.py): another is tried, and every key refused fails the test. The key's history goes
+    too."""
     namespace, present = names.gold_namespace(source), gold_tables(spark, source)
     candidates = []
     for (db, t), table in sorted(kept_schemas(workload, ts, rules).items()):
@@ -585,14 +586,17 @@ def erase_random_key(spark, config, source: str, workload, ts: int, rules, rng) 
     renamed = {(e.database, e.table) for e in workload.events if isinstance(e, Ddl) and e.ddl_type == "rename_table"}
     rng.shuffle(candidates)
     candidates.sort(key=lambda c: c[:2] not in renamed)
+    refused = []
     for db, t, table, columns, row in candidates:
         key = dict(zip(erasure.key_columns(spark, source, db, t), json.loads(row["_row_key"])))
         try:
             erasure.erase(spark, config, source, db, t, key, "the gold oracle")
-        except ErasureRefused:
+        except ErasureRefused as refusal:
+            refused.append(str(refusal))
             continue
         history = f"{quote_ident(namespace)}.{quote_ident(names.gold_table(db, t) + names.HISTORY_SUFFIX)}"
         assert not spark.sql(f"SELECT * FROM {history} WHERE _row_key = :k", args={"k": row["_row_key"]}).count()
         (values,) = rows_state([row], columns).values()
         return {(db, t): tuple(values[k] for k in table.key)}
+    assert not refused, f"every key's erasure was refused: {refused[:3]}"
     return {}
