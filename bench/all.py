@@ -1,10 +1,11 @@
 """Every benchmark in one command, and one table of all their ratios with the floor each is measured against.
 
-    python bench/all.py [--quick] [--readme] [--only decode,land,land_topics,silver,gold,gold_tables,gold_batches,
+    python bench/all.py [--quick] [--readme] [--only decode,land,land_topics,silver,gold,gold_tables,gold_batches,gold_plan,
                                                 end_to_end,bootstraps,freshness]
 
 Runs bench/decode.py, bench/land.py (its sizes, and as land_topics its runs over many topics), bench/silver.py,
-bench/gold.py (its sizes; as gold_tables its runs over many tables; as gold_batches a long-running driver's runs),
+bench/gold.py (its sizes; as gold_tables its runs over many tables; as gold_batches a long-running driver's runs; as gold_plan
+its plan of a long DDL history),
 bench/end_to_end.py, bench/bootstraps.py and bench/freshness.py (continuous mode, embedded) one after the other
 (each prints its own report as it goes), each with `--json` to hand back its summary lines, then prints one table:
 benchmark, case, the figure measured, the floor measured beside it in the same run, the ratio and its goal. Each
@@ -46,6 +47,7 @@ BENCHMARKS = {
         ["--batches", "40"],
         ["--batches", "20", "--batch-changes", "600", "--compact-every", "5"],
     ),
+    "gold_plan": ("gold.py", ["--versions", "100,1000"], ["--versions", "100,1000"]),
     "end_to_end": ("end_to_end.py", [], ["--changes", "100000"]),
     "bootstraps": ("bootstraps.py", [], ["--tables", "10"]),
     "freshness": ("freshness.py", [], ["--minutes", "2", "--rate", "500", "--tables", "5"]),

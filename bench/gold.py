@@ -3,6 +3,7 @@
     python bench/gold.py [--sizes 1000000,10000000] [--delta 10000] [--runs 2] [--variants hard,soft,partitioned]
     python bench/gold.py --tables 60,1000 [--touched-percent 1] [--rows 3] [--runs 2]
     python bench/gold.py --batches 40 [--batch-tables 4] [--batch-changes 1800] [--compact-every 10]
+    python bench/gold.py --versions 100,1000
 
 Each case runs in its own subprocess (one JVM and one embedded Derby metastore each, under
 `.local/bench/gold/<case>/`, started fresh; Spark `local[2]`, driver memory 6g). Silver is seeded through the
@@ -54,6 +55,13 @@ compaction, and compacted as the continuous driver compacts (`continuous.due_for
 `--compact-every` runs, the compactions' seconds, and the last window's mean against the first's
 (the first run of all left out: it warms the session). What is left of the growth with compaction follows the
 tables' rows (each run adds about two thirds of its changes to every table and all of them to its history).
+
+Versions mode (`--versions`): does the plan's reading of a table's DDL history cost what the history holds, or
+its square? N schema versions of a 50-column table, each renaming a column and every tenth retyping one (the types
+each version's values go through, `gold.plan.plan_versions`), in this process, no Spark; best of 5. The floor is
+reading the versions' column lists (`json.loads`), which the plan does first and which grows with the versions
+as the plan should. Reported: the plan against its floor at each number of versions, and the plan's time over
+its floor's at the most versions against the same at the fewest (goal <= 1.5: the plan as linear as its reading).
 """
 
 from __future__ import annotations
@@ -612,6 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compact-every", type=int, default=10, help="runs that build a table before it is compacted (default 10)"
     )
+    parser.add_argument("--versions", help="versions mode: schema versions of one table, comma-separated (100,1000)")
     parser.add_argument("--json", help="write the summary rows for `make bench` here")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: run one size, print a JSON line
     parser.add_argument("--variant", default="hard", choices=list(VARIANTS), help=argparse.SUPPRESS)  # with --one
@@ -637,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
         return main_tables(args)
     if args.batches:
         return main_batches(args)
+    if args.versions:
+        return main_versions(args)
     sizes = sorted(int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip())
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]
@@ -898,6 +909,87 @@ def main_batches(args) -> int:
         return 1
     batches_report(never, compacted)
     write_summary(args.json, batches_summary(never, compacted))
+    return 0
+
+
+# ---- versions: the plan's reading of a long DDL history, in this process ------------------------------------
+
+VERSION_COLUMNS = 50
+VERSION_TYPES = ("int", "bigint", "decimal(12,2)", "varchar(20)", "varchar(64)")
+
+
+def schema_versions(count: int) -> list[dict]:
+    """`count` live versions of one table as `int_schema_versions` gives them: each renames a column, and every
+    tenth retypes one too (the types a value goes through grow with the retypes after it, not with the versions)."""
+    names, types = [f"c{c}" for c in range(VERSION_COLUMNS)], ["int"] * VERSION_COLUMNS
+    versions = []
+    for i in range(count):
+        names[i % VERSION_COLUMNS] = f"c{i % VERSION_COLUMNS}_{i}"
+        if i % 10 == 0:
+            types[i % VERSION_COLUMNS] = VERSION_TYPES[(i // 10) % len(VERSION_TYPES)]
+        columns = [{"id": c, "name": names[c], "type": t} for c, t in enumerate(types)]
+        versions.append(
+            {
+                "columns": json.dumps(columns),
+                "valid_from_ts": i,
+                "valid_to_ts": i + 1 if i + 1 < count else None,
+                "upstream_database": DATABASE,
+                "upstream_table": TABLE,
+            }
+        )
+    return versions
+
+
+def best_seconds(work, repeats: int = 5) -> float:
+    timings = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        work()
+        timings.append(time.perf_counter() - started)
+    return min(timings)
+
+
+def main_versions(args) -> int:
+    from spark_jobs.gold.plan import plan_versions
+
+    counts = sorted({int(s.replace("_", "")) for s in args.versions.split(",") if s.strip()})
+    results = []
+    for count in counts:
+        live = schema_versions(count)
+        floor = best_seconds(lambda live=live: [json.loads(v["columns"]) for v in live])
+        plan = best_seconds(lambda live=live: plan_versions(live))
+        results.append({"versions": count, "floor": floor, "plan": plan})
+        print(
+            f"{count:,} versions x {VERSION_COLUMNS} columns: plan {plan * 1000:.1f} ms, "
+            f"reading them {floor * 1000:.1f} ms ({floor / plan:.2f} of the plan's speed)"
+        )
+    first, last = results[0], results[-1]
+    growth = (last["plan"] / last["floor"]) / (first["plan"] / first["floor"])
+    print(
+        f"the plan over its floor, {last['versions']:,} versions against {first['versions']:,}: {growth:.2f} (goal <= 1.5)"
+    )
+    rows = [
+        summary_row(
+            "gold_plan",
+            f"{r['versions']:,} schema versions x {VERSION_COLUMNS} columns: the plan",
+            f"{r['plan'] * 1000:.1f} ms",
+            f"json.loads {r['floor'] * 1000:.1f} ms",
+            r["floor"] / r["plan"],
+        )
+        for r in results
+    ]
+    if len(results) > 1:
+        rows.append(
+            summary_row(
+                "gold_plan",
+                f"plan / floor, {last['versions']:,} versions against {first['versions']:,}",
+                f"{last['plan'] / last['floor']:.2f}",
+                f"{first['plan'] / first['floor']:.2f}",
+                growth,
+                "<= 1.5",
+            )
+        )
+    write_summary(args.json, rows)
     return 0
 
 

@@ -63,7 +63,7 @@ from spark_jobs.runtime.tables import (
 )
 from spark_jobs.silver.build import build_silver, record_run
 from spark_jobs.silver.decode import row_key
-from spark_jobs.silver.erased import key_hash
+from spark_jobs.silver.erased import FLAG_KEY_CHANGE_SPLIT, key_hash
 
 log = logging.getLogger(__name__)
 
@@ -488,7 +488,7 @@ def _keep_key_changes(spark, source: str) -> None:
     (`_key_changes`), as every later decode does, so that a rebuild of gold does not bring their rows back."""
     spark.sql(
         f"""UPDATE {SILVER_ROW_CHANGES}
-            SET flags = array_sort(array_union(coalesce(flags, array()), array('key_change_split')))
+            SET flags = {FLAG_KEY_CHANGE_SPLIT}
             WHERE source = :source AND op = 'delete'
               AND NOT coalesce(array_contains(flags, 'key_change_split'), false)
               AND (database, `table`, commit_ts) IN (

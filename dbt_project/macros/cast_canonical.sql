@@ -27,14 +27,16 @@
     than becoming null. -#}
 {% macro cast_canonical(expression, mysql_type, types={}, column='') -%}
     {%- set spark_type = gold_type(mysql_type, types) | trim -%}
+    {%- set wide_decimal = gold_decimal_type(mysql_type | lower) | trim == 'string' -%}
+    {%- set fsp = time_fsp(mysql_type | lower) | trim -%}
     {%- set narrowed = (spark_type == 'bigint' and 'unsigned' in mysql_type | lower)
-                       or (spark_type.startswith('decimal(38,') and gold_decimal_type(mysql_type | lower) | trim == 'string') -%}
+                       or (spark_type.startswith('decimal(38,') and wide_decimal) -%}
     {%- if spark_type == 'binary' -%} unbase64({{ expression }})
     {%- elif spark_type == 'boolean' -%} ({{ expression }} <> '0')
-    {%- elif spark_type == 'string' and gold_decimal_type(mysql_type | lower) | trim == 'string' -%}
+    {%- elif spark_type == 'string' and wide_decimal -%}
         {{ decimal_text_at_scale(expression, decimal_scale(mysql_type | lower)) }}
-    {%- elif time_fsp(mysql_type | lower) | trim -%}
-        {{ time_text_at_fsp(expression, time_fsp(mysql_type | lower)) }}
+    {%- elif fsp -%}
+        {{ time_text_at_fsp(expression, fsp) }}
     {%- elif spark_type == 'string' -%} {{ expression }}
     {%- elif narrowed -%}
         case
@@ -65,9 +67,10 @@
 {% macro canonical_through(expression, mysql_type) -%}
     {%- set t = mysql_type | lower -%}
     {%- set base = t.split('(')[0].split(' ')[0] -%}
+    {%- set fsp = time_fsp(t) | trim -%}
     {%- if base in ['tinyint', 'smallint', 'mediumint', 'int', 'bigint'] -%} {{ decimal_text_at_scale(expression, 0) }}
     {%- elif base == 'decimal' and '(' in t -%} {{ decimal_text_at_scale(expression, decimal_scale(t)) }}
-    {%- elif time_fsp(t) | trim -%} {{ time_text_at_fsp(expression, time_fsp(t)) }}
+    {%- elif fsp -%} {{ time_text_at_fsp(expression, fsp) }}
     {%- else -%} {{ expression }}
     {%- endif -%}
 {%- endmacro %}

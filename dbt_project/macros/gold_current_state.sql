@@ -136,10 +136,11 @@
     {%- set shaped = [] -%}
     {%- for column in columns -%}
         {%- set spark_type = gold_type(column['type'], types) | trim -%}
+        {%- set fsp = time_fsp(column['type'] | lower) | trim -%}
         {%- if spark_type == 'string' and gold_decimal_type(column['type'] | lower) | trim == 'string' -%}
             {%- set spark_type = 'string at scale ' ~ decimal_scale(column['type'] | lower) | trim -%}
-        {%- elif time_fsp(column['type'] | lower) | trim -%}
-            {%- set spark_type = 'string at fsp ' ~ time_fsp(column['type'] | lower) | trim -%}
+        {%- elif fsp -%}
+            {%- set spark_type = 'string at fsp ' ~ fsp -%}
         {%- endif -%}
         {%- do shaped.append([column['id'], column['name'], spark_type]) -%}
     {%- endfor -%}

@@ -254,7 +254,7 @@ def plan_run(
         if gold.keyless_tables == "skip" and not latest["key_columns"]:
             continue
         live = [v for v in table.versions if not v["is_dropped"]]
-        versions = _plan_versions(live)
+        versions = plan_versions(live)
         truncations = [v["valid_from_ts"] for v in table.versions if v["ddl_type"] in ("truncate_table", "snapshot")]
         truncated = max((v["valid_from_ts"] for v in table.versions if v["ddl_type"] == "truncate_table"), default=None)
         snapshot = max((v["valid_from_ts"] for v in table.versions if v["ddl_type"] == "snapshot"), default=None)
@@ -354,16 +354,17 @@ def _gold_rebuild_reason(previous: TableState | None, model: gold_models.GoldMod
     return None
 
 
-def _plan_versions(live: list) -> list[dict]:
+def plan_versions(live: list) -> list[dict]:
     """A table's live schema versions as its models read them: each column's id, its name then, and the types it
     took after that version before its latest one (`through`). TiDB converts every stored value at each MODIFY
     COLUMN, so a value written before a chain of type changes is converted through each type of the chain
     (`canonical_through`), not only to the latest."""
     columns = [json.loads(v["columns"] or "[]") for v in live]
     # walked from the latest version back, each column's types from a version on, a repeat kept once: linear in
-    # the versions, whose number grows with every DDL of a table's life
+    # the versions, whose number grows with every DDL of a table's life; a chain is one tuple, shared by every
+    # version it holds for, and a column retyped no more has the empty tuple, so little is made per version
     types_from: dict[int, tuple[str, ...]] = {}
-    through: list[dict[int, list[str]]] = []
+    chains: list[dict[int, tuple[str, ...]]] = []
     for version in reversed(columns):
         types_from = {
             c["id"]: (
@@ -373,15 +374,15 @@ def _plan_versions(live: list) -> list[dict]:
             )
             for c in version
         }
-        through.append({column_id: list(types[1:-1]) for column_id, types in types_from.items()})
-    through.reverse()
+        chains.append(types_from)
+    chains.reverse()
     return [
         {
             "from_ts": v["valid_from_ts"],
             "to_ts": v["valid_to_ts"],
             "database": v["upstream_database"],
             "table": v["upstream_table"],
-            "columns": [{"id": c["id"], "name": c["name"], "through": through[i][c["id"]]} for c in columns[i]],
+            "columns": [{"id": c["id"], "name": c["name"], "through": chains[i][c["id"]][1:-1]} for c in columns[i]],
         }
         for i, v in enumerate(live)
     ]

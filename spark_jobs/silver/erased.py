@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from typing import NamedTuple
 
 from spark_jobs.runtime.tables import SILVER_ERASED_MESSAGES, SILVER_ERASURES
 
@@ -27,34 +28,38 @@ def key_hash(database: str, table: str, row_key: str) -> str:
     return hashlib.sha256(_SEPARATOR.join((database, table, row_key)).encode("utf-8")).hexdigest()
 
 
-def erased_through(spark, source: str) -> dict[str, int]:
-    """Key hash -> the newest commit ts erased, of every erasure of a source (a few rows, read once per decode)."""
+# What an erasure's recorded key change does to its delete, as SQL over silver's `flags` (here and in
+# `erasure._keep_key_changes`, which flags silver's rows already merged).
+FLAG_KEY_CHANGE_SPLIT = "array_sort(array_union(coalesce(flags, array()), array('key_change_split')))"
+
+
+class Erasures(NamedTuple):
+    """What a decode needs of a source's erasures."""
+
+    through: dict[str, int]  # key hash -> the newest commit ts erased
+    key_changes: set[tuple[str, str, int]]  # commits (table, commit ts) recorded as key changes
+
+
+def erasures(spark, source: str) -> Erasures:
+    """The source's erasures, in one read of `silver.erasures` (a few rows, read once per decode)."""
     from pyspark.sql import functions as F
 
     rows = (
         spark.table(SILVER_ERASURES)
         .where(F.col("source") == source)
-        .select(F.explode("key_hashes").alias("key_hash"), "through_ts")
-        .groupBy("key_hash")
-        .agg(F.max("through_ts").alias("through_ts"))
+        .select(
+            "key_hashes",
+            "through_ts",
+            "key_changes",  # none kept by an erasure recorded before they were
+        )
         .collect()
     )
-    return {r["key_hash"]: r["through_ts"] for r in rows}
-
-
-def key_changes(spark, source: str) -> list[tuple[str, str, int]]:
-    """The commits (table and commit ts) the source's erasures recorded as key changes: a delete there is half of
-    an update whose insert, of an erased key, is gone (`erasure._key_changes`)."""
-    from pyspark.sql import functions as F
-
-    rows = (
-        spark.table(SILVER_ERASURES)
-        .where(F.col("source") == source)
-        .select(F.inline("key_changes"))  # none from an erasure recorded before they were kept
-        .distinct()
-        .collect()
-    )
-    return [(r["database"], r["table"], r["commit_ts"]) for r in rows]
+    through: dict[str, int] = {}
+    for r in rows:
+        for hashed in r["key_hashes"]:
+            through[hashed] = max(through.get(hashed, r["through_ts"]), r["through_ts"])
+    changes = {(c["database"], c["table"], c["commit_ts"]) for r in rows for c in r["key_changes"] or ()}
+    return Erasures(through, changes)
 
 
 def mark_erased(spark, decoded, source: str):
@@ -63,14 +68,13 @@ def mark_erased(spark, decoded, source: str):
     the deletes the erasures recorded as halves of key changes flagged `key_change_split`."""
     from pyspark.sql import functions as F
 
-    through = erased_through(spark, source)
+    through, changes = erasures(spark, source)
     if not through:
         return decoded
     hashed = hashed_key()
     limits = F.create_map(*[F.lit(value) for item in through.items() for value in item])
     erased = (F.col("kind") == "row") & (F.col("commit_ts") <= F.try_element_at(limits, hashed))
     marked = decoded.withColumn("kind", F.when(erased, F.lit(ERASED)).otherwise(F.col("kind")))
-    changes = key_changes(spark, source)
     if not changes:
         return marked
     commits = F.create_map(*[F.lit(value) for change in changes for value in (_SEPARATOR.join(map(str, change)), True)])
@@ -80,10 +84,7 @@ def mark_erased(spark, decoded, source: str):
         & (F.col("op") == "delete")
         & F.coalesce(F.try_element_at(commits, commit), F.lit(False))
     )
-    flagged = F.array_sort(
-        F.array_union(F.coalesce("flags", F.array().cast("array<string>")), F.array(F.lit("key_change_split")))
-    )
-    return marked.withColumn("flags", F.when(split, flagged).otherwise(F.col("flags")))
+    return marked.withColumn("flags", F.when(split, F.expr(FLAG_KEY_CHANGE_SPLIT)).otherwise(F.col("flags")))
 
 
 def hashed_key():

@@ -29,6 +29,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -174,7 +175,7 @@ class Airflow:
     def remove_newest_backfill(self) -> None:
         """Remove the newest backfill and its rows of runs (none of its own runs may exist: a half-made one has
         none, its transaction rolled back)."""
-        with sqlite3.connect(self.db, timeout=60) as connection:
+        with closing(sqlite3.connect(self.db, timeout=60)) as connection, connection:  # closed, after a commit
             (newest,) = connection.execute("SELECT max(id) FROM backfill").fetchone()
             runs = connection.execute("SELECT run_id FROM dag_run WHERE backfill_id = ?", (newest,)).fetchall()
             assert not runs, f"the half-made backfill {newest} has runs {runs}: not removed"
@@ -184,7 +185,7 @@ class Airflow:
     def query(self, sql: str, *params) -> list[tuple]:
         if not self.db.exists():
             return []
-        with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=30) as connection:
+        with closing(sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=30)) as connection:
             try:
                 return connection.execute(sql, params).fetchall()
             except sqlite3.OperationalError:  # a table not migrated yet, or the database busy

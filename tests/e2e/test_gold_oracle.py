@@ -17,8 +17,11 @@ canonical changes is proven without Spark in tests/codecs (test_cross_protocol.p
 unsplit updates); past the decoder the protocols share one code path, so the slow end-to-end property runs once
 per path, not once per protocol. The Canal-JSON path also carries a table without a key (TiCDC's
 `force-replicate`): its gold and history must be its change table, every distinct change once, whatever was
-redelivered (README, "Tables without a key"). Row checksums: test_checksum_quarantine.py (TiCDC sends them in Avro only with
-string decimals, whose scale the stream then lacks, so this variant keeps precise decimals).
+redelivered (README, "Tables without a key"). Each seed also draws the changefeed's own options its protocol allows
+(`random_changefeed_options`): old values of the changed columns only, another time zone, large messages sent as
+claim checks (compressed or raw), with the source decoding as that changefeed is configured. Row checksums:
+test_checksum_quarantine.py (TiCDC sends them in Avro only with string decimals, whose scale the stream then lacks,
+so this variant keeps precise decimals).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import pytest
 from spark_jobs import erasure, steps
 from spark_jobs.bronze.land import land_bronze
 from spark_jobs.canonical.values import INTEGER_TYPES, canonical_type, parse_type
+from spark_jobs.codecs import decoder_class
 from spark_jobs.config import DELETE_MODES, GoldSettings, TableLayout, TableRules
 from spark_jobs.errors import ErasureRefused
 from spark_jobs.gold import names
@@ -492,6 +496,43 @@ def random_gold_settings(
 
 # protocol -> the changefeed options beyond the protocol's own (EXTENSION_OPTIONS)
 VARIANTS = {"canal-json": {"output-raw-change-event": True}, "avro": {}}
+CLAIM_CHECKS = ("canal-json", "open", "simple-json", "simple-avro")  # TiCDC's Avro and Debezium have none
+PARTIAL_OLD = ("canal-json", "open")  # `only-output-updated-columns`
+TIME_ZONES = ("canal-json", "simple-json", "simple-avro")  # TIMESTAMP values sent in the changefeed's zone
+
+
+def random_changefeed_options(protocol: str, seed: int, events, claims, base: dict) -> dict:
+    """`base` and a changefeed's own options, drawn per seed among what TiCDC lets it set for the protocol: an
+    update's old values of the changed columns only, TIMESTAMPs in another time zone, and large messages sent as
+    claim checks (a threshold among the stream's own message sizes, so that some of its messages go as claim checks
+    and the rest as they are; the files maybe compressed or raw). From a generator of their own, so that the
+    workload's other draws stay as they were."""
+    rng = random.Random(seed * 31 + 7)
+    options = dict(base)
+    if protocol in PARTIAL_OLD and rng.random() < 0.5:
+        options["only-output-updated-columns"] = True
+    if protocol in TIME_ZONES and rng.random() < 0.5:
+        options["time-zone"] = rng.choice(["Asia/Shanghai", "America/New_York"])
+    if protocol in CLAIM_CHECKS and rng.random() < 0.5:
+        options["large-message-handle-compression"] = rng.choice(["none", "lz4", "snappy"])
+        if protocol != "open" and rng.random() < 0.5:
+            options["claim-check-raw-value"] = True
+        one_row = {**options, "max-batch-size": 1} if protocol == "open" else options  # Open's limit is a row's
+        plain = encode_stream(protocol, events, topic="sizes", partitions=PARTITIONS, options=one_row)
+        sizes = sorted({len(m.key or b"") + len(m.value or b"") for m in plain})
+        options |= {"large-message-handle-option": "claim-check", "claim-check-storage-uri": str(claims)}
+        trials = {**options, "claim-check-storage-uri": str(claims.with_name(claims.name + "-trials"))}
+        for threshold in sizes[int(len(sizes) * rng.uniform(0.5, 0.9)) :]:
+            trial = {**trials, "large-message-threshold": threshold}
+            try:  # TiCDC fails a changefeed whose claim-check message is over the threshold too: a larger one
+                encode_stream(protocol, events, topic="sizes", partitions=PARTITIONS, options=trial)
+            except ValueError:
+                continue
+            return options | {"large-message-threshold": threshold}
+        raise AssertionError(f"no threshold among the stream's message sizes sends {protocol} as claim checks")
+    return options
+
+
 WITH_KEYLESS = ("canal-json",)  # TiCDC's Avro refuses a table without a key
 WITH_RULES = ("canal-json",)  # table rules act past the decoder, on every protocol alike
 
@@ -512,7 +553,9 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
     if protocol in WITH_KEYLESS:
         workload = with_keyless_table(workload, rng)
     source = "oracle_" + protocol.replace("-", "_") + (f"_{run}" if run else "")
-    options = {**EXTENSION_OPTIONS[protocol], **VARIANTS.get(protocol, {})}
+    claims = tmp_path / "claim-checks"
+    base = {**EXTENSION_OPTIONS[protocol], **VARIANTS.get(protocol, {})}
+    options = random_changefeed_options(protocol, seed, workload.events, claims, base)
     assert any(isinstance(e, RowChange) and key_changed(e) for e in workload.events), "no key change to carry"
     reg = registry if protocol == "avro" else None
     if reg:
@@ -522,7 +565,8 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
     rules = random_table_rules(workload, rng) if protocol in WITH_RULES else None
     gold = random_gold_settings(workload, rng, protocol, rules)
     exact_deletes = protocol != "avro"  # Avro's deletes carry no commit ts: silver infers it
-    config = source_config(source, protocol, registry=reg, tables=rules, gold=gold)
+    decoding = {name: value for name, value in options.items() if name in decoder_class(protocol).OPTIONS}
+    config = source_config(source, protocol, options=decoding, registry=reg, tables=rules, gold=gold)
     cuts = sorted(rng.sample(range(1, len(messages)), RUNS - 1)) + [len(messages)]
     start, consistent = 0, []
     for end in cuts:
