@@ -18,8 +18,9 @@ unsplit updates); past the decoder the protocols share one code path, so the slo
 per path, not once per protocol. The Canal-JSON path also carries a table without a key (TiCDC's
 `force-replicate`): its gold and history must be its change table, every distinct change once, whatever was
 redelivered (README, "Tables without a key"). Each seed also draws the changefeed's own options its protocol allows
-(`random_changefeed_options`): old values of the changed columns only, another time zone, large messages sent as
-claim checks (compressed or raw), with the source decoding as that changefeed is configured. Row checksums:
+(`random_changefeed_options`): old values of the changed columns only or none, another time zone, Avro's BIGINT
+UNSIGNED as text, large messages sent as claim checks (compressed or raw), with the source decoding as that
+changefeed is configured. Row checksums:
 test_checksum_quarantine.py (TiCDC sends them in Avro only with string decimals, whose scale the stream then lacks,
 so this variant keeps precise decimals).
 """
@@ -498,21 +499,25 @@ def random_gold_settings(
 VARIANTS = {"canal-json": {"output-raw-change-event": True}, "avro": {}}
 CLAIM_CHECKS = ("canal-json", "open", "simple-json", "simple-avro")  # TiCDC's Avro and Debezium have none
 PARTIAL_OLD = ("canal-json", "open")  # `only-output-updated-columns`
-TIME_ZONES = ("canal-json", "simple-json", "simple-avro")  # TIMESTAMP values sent in the changefeed's zone
+TIME_ZONES = ("canal-json", "simple-json", "simple-avro", "avro")  # TIMESTAMP values sent in the changefeed's zone
 
 
 def random_changefeed_options(protocol: str, seed: int, events, claims, base: dict) -> dict:
     """`base` and a changefeed's own options, drawn per seed among what TiCDC lets it set for the protocol: an
-    update's old values of the changed columns only, TIMESTAMPs in another time zone, and large messages sent as
-    claim checks (a threshold among the stream's own message sizes, so that some of its messages go as claim checks
-    and the rest as they are; the files maybe compressed or raw). From a generator of their own, so that the
-    workload's other draws stay as they were."""
+    update's old values of the changed columns only or none, TIMESTAMPs in another time zone, Avro's BIGINT UNSIGNED
+    as text, and large messages sent as claim checks (a threshold among the stream's own message sizes, so that some
+    of its messages go as claim checks and the rest as they are; the files maybe compressed or raw). From a
+    generator of their own, so that the workload's other draws stay as they were."""
     rng = random.Random(seed * 31 + 7)
     options = dict(base)
     if protocol in PARTIAL_OLD and rng.random() < 0.5:
         options["only-output-updated-columns"] = True
     if protocol in TIME_ZONES and rng.random() < 0.5:
         options["time-zone"] = rng.choice(["Asia/Shanghai", "America/New_York"])
+    if protocol == "avro" and rng.random() < 0.5:
+        options["avro-bigint-unsigned-handling-mode"] = "string"
+    if protocol == "debezium" and rng.random() < 0.5:
+        options["debezium-output-old-value"] = False  # TiCDC then sends an update without its before image
     if protocol in CLAIM_CHECKS and rng.random() < 0.5:
         options["large-message-handle-compression"] = rng.choice(["none", "lz4", "snappy"])
         if protocol != "open" and rng.random() < 0.5:
