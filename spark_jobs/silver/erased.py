@@ -37,21 +37,18 @@ class Erasures(NamedTuple):
     """What a decode needs of a source's erasures."""
 
     through: dict[str, int]  # key hash -> the newest commit ts erased
-    key_changes: set[tuple[str, str, int]]  # commits (table, commit ts) recorded as key changes
+    key_changes: set[tuple[str, str, int]]  # commits (database, table, commit ts) recorded as key changes
 
 
 def erasures(spark, source: str) -> Erasures:
     """The source's erasures, in one read of `silver.erasures` (a few rows, read once per decode)."""
     from pyspark.sql import functions as F
 
+    # `key_changes` is none in an erasure recorded before they were kept
     rows = (
         spark.table(SILVER_ERASURES)
         .where(F.col("source") == source)
-        .select(
-            "key_hashes",
-            "through_ts",
-            "key_changes",  # none kept by an erasure recorded before they were
-        )
+        .select("key_hashes", "through_ts", "key_changes")
         .collect()
     )
     through: dict[str, int] = {}

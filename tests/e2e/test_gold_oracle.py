@@ -20,9 +20,8 @@ per path, not once per protocol. The Canal-JSON path also carries a table withou
 redelivered (README, "Tables without a key"). Each seed also draws the changefeed's own options its protocol allows
 (`random_changefeed_options`): old values of the changed columns only or none, another time zone, Avro's BIGINT
 UNSIGNED as text, large messages sent as claim checks (compressed or raw), with the source decoding as that
-changefeed is configured. Row checksums:
-test_checksum_quarantine.py (TiCDC sends them in Avro only with string decimals, whose scale the stream then lacks,
-so this variant keeps precise decimals).
+changefeed is configured. Row checksums: test_checksum_quarantine.py (TiCDC sends them in Avro only with string
+decimals, whose scale the stream then lacks, so this variant keeps precise decimals).
 """
 
 from __future__ import annotations
