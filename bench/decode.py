@@ -30,7 +30,6 @@ import json
 import pstats
 import random
 import sys
-import time
 import urllib.request
 from collections.abc import Callable
 from decimal import Decimal
@@ -44,7 +43,7 @@ if str(ROOT) not in sys.path:
 import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
-from bench.harness import summary_row, write_summary  # noqa: E402
+from bench.harness import best_of, summary_row, write_summary  # noqa: E402
 from spark_jobs.codecs import (  # noqa: E402
     PROTOCOLS,
     column_decoder,
@@ -250,18 +249,9 @@ def checksum_cost(protocol: str, events: list, registry_url: str) -> tuple[str, 
     if protocol == "avro":
         options["schema-registry-url"] = registry_url
     messages = encode_stream(protocol, events, options=options)
-    on_time, _ = best_of(decode_all(protocol, messages, options))
-    off_time, _ = best_of(decode_all(protocol, messages, {**options, "verify-checksums": False}))
+    on_time, _ = best_of(decode_all(protocol, messages, options), REPEATS)
+    off_time, _ = best_of(decode_all(protocol, messages, {**options, "verify-checksums": False}), REPEATS)
     return protocol, len(messages), len(messages) / on_time, len(messages) / off_time
-
-
-def best_of(fn: Callable[[], int]) -> tuple[float, int]:
-    best, result = float("inf"), 0
-    for _ in range(REPEATS):
-        started = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - started)
-    return best, result
 
 
 def profile_line(fn: Callable[[], int]) -> str:
@@ -307,14 +297,14 @@ def main(argv: list[str] | None = None) -> None:
             messages = encode_stream(protocol, events, options=options)
             gc.collect()
             gc.freeze()  # the benchmark's own objects (streams, messages) are not the decoder's to scan
-            floor_time, _ = best_of(floor_of(protocol, messages, registry_url))
+            floor_time, _ = best_of(floor_of(protocol, messages, registry_url), REPEATS)
             run = decode_all(protocol, messages, options)
-            decode_time, decoded = best_of(run)
+            decode_time, decoded = best_of(run, REPEATS)
             row_wise_time = decode_time
             if column_decoder(
                 make_decoder(protocol, {k: v for k, v in options.items() if k in decoder_class(protocol).OPTIONS})
             ):
-                row_wise_time, _ = best_of(decode_all(protocol, messages, options, row_wise=True))
+                row_wise_time, _ = best_of(decode_all(protocol, messages, options, row_wise=True), REPEATS)
             results.append(
                 (
                     protocol,

@@ -78,7 +78,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import bench_pipeline, fresh_lake, run_child, summary_row, write_summary  # noqa: E402
+from bench.harness import bench_pipeline, best_of, fresh_lake, run_child, summary_row, write_summary  # noqa: E402
 
 BENCH_DIR = ROOT / ".local" / "bench" / "gold"
 SOURCE = "bench"
@@ -940,16 +940,6 @@ def schema_versions(count: int) -> list[dict]:
     return versions
 
 
-def best_seconds(work, repeats: int = 5) -> float:
-    """The fastest of `repeats` calls: what the work costs, less the machine's other load."""
-    timings = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        work()
-        timings.append(time.perf_counter() - started)
-    return min(timings)
-
-
 def main_versions(args) -> int:
     from spark_jobs.gold.plan import plan_versions
 
@@ -957,8 +947,8 @@ def main_versions(args) -> int:
     results = []
     for count in counts:
         live = schema_versions(count)
-        floor = best_seconds(lambda live=live: [json.loads(v["columns"]) for v in live])
-        plan = best_seconds(lambda live=live: plan_versions(live))
+        floor, _ = best_of(lambda live=live: [json.loads(v["columns"]) for v in live], 5)
+        plan, _ = best_of(lambda live=live: plan_versions(live), 5)
         results.append({"versions": count, "floor": floor, "plan": plan})
         print(
             f"{count:,} versions x {VERSION_COLUMNS} columns: plan {plan * 1000:.1f} ms, "

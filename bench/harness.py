@@ -1,5 +1,6 @@
 """What every benchmark shares: a fresh lakehouse per measured case, and each case in a child process of its
-own (one JVM and one embedded metastore each) whose result comes back as one JSON line on its stdout."""
+own (one JVM and one embedded metastore each) whose result comes back as one JSON line on its stdout; the best of
+a few timings of work done in the bench's own process."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import json
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 
 def fresh_lake(lake_dir: Path) -> None:
@@ -69,3 +74,14 @@ def write_summary(path: str | None, rows: list[dict]) -> None:
     """The summary rows as JSON for `make bench` (bench/all.py); nothing when no path was given."""
     if path:
         Path(path).write_text(json.dumps(rows, indent=1))
+
+
+def best_of(fn: Callable[[], T], repeats: int = 3) -> tuple[float, T]:
+    """The fastest of `repeats` calls, in seconds (what the work costs, less the machine's other load), and what
+    the last call returned."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - started)
+    return best, result
