@@ -27,14 +27,14 @@
     than becoming null. -#}
 {% macro cast_canonical(expression, mysql_type, types={}, column='') -%}
     {%- set spark_type = gold_type(mysql_type, types) | trim -%}
-    {%- set wide_decimal = gold_decimal_type(mysql_type | lower) | trim == 'string' -%}
+    {%- set wide_scale = wide_decimal_scale(mysql_type | lower) | trim -%}
     {%- set fsp = time_fsp(mysql_type | lower) | trim -%}
     {%- set narrowed = (spark_type == 'bigint' and 'unsigned' in mysql_type | lower)
-                       or (spark_type.startswith('decimal(38,') and wide_decimal) -%}
+                       or (spark_type.startswith('decimal(38,') and wide_scale != '') -%}
     {%- if spark_type == 'binary' -%} unbase64({{ expression }})
     {%- elif spark_type == 'boolean' -%} ({{ expression }} <> '0')
-    {%- elif spark_type == 'string' and wide_decimal -%}
-        {{ decimal_text_at_scale(expression, decimal_scale(mysql_type | lower)) }}
+    {%- elif spark_type == 'string' and wide_scale != '' -%}
+        {{ decimal_text_at_scale(expression, wide_scale) }}
     {%- elif fsp -%}
         {{ time_text_at_fsp(expression, fsp) }}
     {%- elif spark_type == 'string' -%} {{ expression }}
@@ -50,14 +50,24 @@
 {%- endmacro %}
 
 {#- DECIMAL(p,s) as Spark's decimal when Spark can hold it (p <= 38); wider ones as string, or as decimal(38,s)
-    when the mappings say so; an unknown scale as decimal(38,10). Only digits we parsed reach the SQL. -#}
+    when the mappings say so. A DECIMAL whose scale the protocol does not say (Avro's string decimals, a table
+    typed by its rows alone) as string, the value's text as sent: any Spark decimal would be a guess that rounds or
+    drops some values. Only digits we parsed reach the SQL. -#}
 {% macro gold_decimal_type(mysql_type, types={}) -%}
     {%- set m = modules.re.fullmatch('decimal\\(([0-9]+),([0-9]+)\\)( unsigned)?', mysql_type) -%}
-    {%- if m is none -%} decimal(38,10)
+    {%- if m is none -%} string
     {%- elif m.group(1) | int <= 38 -%} decimal({{ m.group(1) | int }},{{ m.group(2) | int }})
     {%- elif types.get('wide_decimal', 'string') == 'decimal38' -%} decimal(38,{{ m.group(2) | int }})
     {%- else -%} string
     {%- endif -%}
+{%- endmacro %}
+
+
+{#- The scale, as text, of a DECIMAL(p,s) wider than Spark's 38 digits, whose values gold keeps as text at that
+    scale (unless the mappings make it decimal(38,s)); '' for any other type. -#}
+{% macro wide_decimal_scale(mysql_type) -%}
+    {%- set m = modules.re.fullmatch('decimal\\(([0-9]+),([0-9]+)\\)( unsigned)?', mysql_type) -%}
+    {{- m.group(2) | int if m is not none and m.group(1) | int > 38 else '' -}}
 {%- endmacro %}
 
 

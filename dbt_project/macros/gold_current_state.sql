@@ -137,8 +137,9 @@
     {%- for column in columns -%}
         {%- set spark_type = gold_type(column['type'], types) | trim -%}
         {%- set fsp = time_fsp(column['type'] | lower) | trim -%}
-        {%- if spark_type == 'string' and gold_decimal_type(column['type'] | lower) | trim == 'string' -%}
-            {%- set spark_type = 'string at scale ' ~ decimal_scale(column['type'] | lower) | trim -%}
+        {%- set wide_scale = wide_decimal_scale(column['type'] | lower) | trim -%}
+        {%- if spark_type == 'string' and wide_scale != '' -%}
+            {%- set spark_type = 'string at scale ' ~ wide_scale -%}
         {%- elif fsp -%}
             {%- set spark_type = 'string at fsp ' ~ fsp -%}
         {%- endif -%}

@@ -19,9 +19,9 @@ per path, not once per protocol. The Canal-JSON path also carries a table withou
 `force-replicate`): its gold and history must be its change table, every distinct change once, whatever was
 redelivered (README, "Tables without a key"). Each seed also draws the changefeed's own options its protocol allows
 (`random_changefeed_options`): old values of the changed columns only or none, another time zone, Avro's BIGINT
-UNSIGNED as text, large messages sent as claim checks (compressed or raw), with the source decoding as that
-changefeed is configured. Row checksums: test_checksum_quarantine.py (TiCDC sends them in Avro only with string
-decimals, whose scale the stream then lacks, so this variant keeps precise decimals).
+UNSIGNED and DECIMAL as text (gold then keeps a DECIMAL's text: the stream has no scale), Canal-JSON's
+content-compatible form, row checksums, large messages sent as claim checks (compressed or raw), with the source
+decoding as that changefeed is configured. Rows that fail their checksum: test_checksum_quarantine.py.
 """
 
 from __future__ import annotations
@@ -97,16 +97,17 @@ SPARK_TYPES = {
 }
 
 
-def expected_spark_type(column: Column, protocol: str) -> str:
+def expected_spark_type(column: Column, protocol: str, unscaled_decimals: bool = False) -> str:
     """A column's type in gold: its MySQL type's, as far as the protocol tells it (Avro sends `tidb_type`
-    alone, where TINYINT to MEDIUMINT are INT, and their unsigned forms INT UNSIGNED)."""
+    alone, where TINYINT to MEDIUMINT are INT, and their unsigned forms INT UNSIGNED; with `unscaled_decimals`,
+    Avro's string decimals, a DECIMAL's precision and scale are not sent, and gold keeps its text)."""
     mysql_type = column.type
     if protocol == "avro" and parse_type(mysql_type)[0] in INTEGER_TYPES:
         mysql_type = tidb_type(column)
     canonical = canonical_type(mysql_type)
     if canonical.startswith("decimal"):
-        if "(" not in canonical:
-            return "decimal(38,10)"
+        if "(" not in canonical or unscaled_decimals:
+            return "string"
         wide = int(canonical.split("(")[1].split(",")[0]) > 38  # wider than Spark's decimals: exact text
         return "string" if wide else canonical.replace(" unsigned", "")
     return SPARK_TYPES.get(canonical, "string")
@@ -153,6 +154,7 @@ def assert_gold_is_upstream(
     gold: GoldSettings | None = None,
     exact_deletes: bool = True,
     erased: dict[tuple[str, str], tuple] | None = None,
+    unscaled_decimals: bool = False,
 ) -> None:
     """Every upstream table (that the source's table `rules` keep) with rows as of `as_of` is a gold table with
     the same rows, values, columns and types; gold holds no other table (an upstream table that is still empty
@@ -160,7 +162,8 @@ def assert_gold_is_upstream(
     upstream too, with their last values; soft-deleted ones, and only they, with `_op` delete and `_deleted_at`
     the removal's commit time (with `exact_deletes` off, a time: the protocol's deletes carry none). A key
     `erased` from a table ((database, table) -> its key's values) is in none of it. An Avro delete placed on the
-    other side of `as_of` than upstream's (`deletes_in_flight`) is as placed, and not compared further."""
+    other side of `as_of` than upstream's (`deletes_in_flight`) is as placed, and not compared further. With
+    `unscaled_decimals` the stream gave no DECIMAL's scale: gold holds each value's text as sent."""
     rows = upstream_state(workload.events, as_of=as_of, preexisting=workload.preexisting)
     gold = gold or GoldSettings()
     removed = {
@@ -183,7 +186,7 @@ def assert_gold_is_upstream(
         relation = f"{quote_ident(namespace)}.{quote_ident(gold_name)}"
         fields = [f for f in spark.table(relation).schema.fields if f.name not in GOLD_COLUMNS]
         assert [(f.name, f.dataType.simpleString()) for f in fields] == [
-            (c.name, expected_spark_type(c, workload.protocol)) for c in table.columns
+            (c.name, expected_spark_type(c, workload.protocol, unscaled_decimals)) for c in table.columns
         ], f"{db}.{t}: gold columns differ from upstream"
         if not table.key:
             actual = changes_in(spark, relation, table, "_commit_ts")
@@ -499,14 +502,16 @@ VARIANTS = {"canal-json": {"output-raw-change-event": True}, "avro": {}}
 CLAIM_CHECKS = ("canal-json", "open", "simple-json", "simple-avro")  # TiCDC's Avro and Debezium have none
 PARTIAL_OLD = ("canal-json", "open")  # `only-output-updated-columns`
 TIME_ZONES = ("canal-json", "simple-json", "simple-avro", "avro")  # TIMESTAMP values sent in the changefeed's zone
+SIMPLE = ("simple-json", "simple-avro")
 
 
 def random_changefeed_options(protocol: str, seed: int, events, claims, base: dict) -> dict:
     """`base` and a changefeed's own options, drawn per seed among what TiCDC lets it set for the protocol: an
     update's old values of the changed columns only or none, TIMESTAMPs in another time zone, Avro's BIGINT UNSIGNED
-    as text, and large messages sent as claim checks (a threshold among the stream's own message sizes, so that some
-    of its messages go as claim checks and the rest as they are, where TiCDC accepts one; the files maybe compressed
-    or raw). From a
+    as text or DECIMALs as text without their scale, Canal-JSON's content-compatible form (full types: a DECIMAL's
+    scale, an ENUM's labels), rows with TiDB's checksum (Simple; Avro with both as text), and large
+    messages sent as claim checks (a threshold among the stream's own message sizes, so that some of its messages
+    go as claim checks and the rest as they are, where TiCDC accepts one; the files maybe compressed or raw). From a
     generator of their own, so that the workload's other draws stay as they were."""
     rng = random.Random(seed * 31 + 7)
     options = dict(base)
@@ -520,6 +525,15 @@ def random_changefeed_options(protocol: str, seed: int, events, claims, base: di
         options["debezium-output-old-value"] = False  # TiCDC then sends an update without its before image
     if protocol == "open" and rng.random() < 0.3:
         options["enable-old-value"] = False  # an update then reads as an insert of its new values
+    if protocol == "canal-json" and rng.random() < 0.3:
+        options["content-compatible"] = True  # implies old values of the changed columns only
+    if protocol == "avro" and rng.random() < 0.3:
+        options["avro-decimal-handling-mode"] = "string"  # a DECIMAL's value as text, its precision and scale unsent
+    checkable = protocol in SIMPLE or options.get("avro-decimal-handling-mode") == "string" and options.get(
+        "avro-bigint-unsigned-handling-mode"
+    ) == "string"  # TiCDC's Avro sends row checksums only with both as text
+    if checkable and rng.random() < 0.5:
+        options["integrity-check-level"] = "correctness"  # every row with TiDB's checksum, which the decoder checks
     if protocol in CLAIM_CHECKS and rng.random() < 0.5:
         options["large-message-handle-compression"] = rng.choice(["none", "lz4", "snappy"])
         if protocol != "open" and rng.random() < 0.5:
@@ -564,6 +578,7 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
     claims = tmp_path / "claim-checks"
     base = {**EXTENSION_OPTIONS[protocol], **VARIANTS.get(protocol, {})}
     options = random_changefeed_options(protocol, seed, workload.events, claims, base)
+    unscaled = options.get("avro-decimal-handling-mode") == "string"  # gold then keeps a DECIMAL's text
     assert any(isinstance(e, RowChange) and key_changed(e) for e in workload.events), "no key change to carry"
     reg = registry if protocol == "avro" else None
     if reg:
@@ -584,7 +599,9 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
         build_silver(spark, config, source)
         result = build_gold(spark, config, source, test=end == len(messages))  # dbt's tests: once, at the end
         if (result.consistency == "watermark" or end == len(messages)) and result.consistent_ts is not None:
-            assert_gold_is_upstream(spark, source, workload, result.consistent_ts, rules, gold, exact_deletes)
+            assert_gold_is_upstream(
+                spark, source, workload, result.consistent_ts, rules, gold, exact_deletes, unscaled_decimals=unscaled
+            )
             consistent.append(result.consistent_ts)
             moments = moments_of(workload, rng, consistent)
             assert_history_is_upstream(spark, source, workload, result.consistent_ts, moments, rules)
@@ -616,7 +633,7 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
             name: ("not compared", "left out by the table rules") for name in left_out
         }
     erased = erase_random_key(spark, config, source, workload, result.consistent_ts, rules, rng)
-    assert_gold_is_upstream(spark, source, workload, result.consistent_ts, rules, gold, exact_deletes, erased)
+    assert_gold_is_upstream(spark, source, workload, result.consistent_ts, rules, gold, exact_deletes, erased, unscaled)
     incremental = gold_snapshot(spark, source)
     build_gold(spark, config, source, rebuild=True)
     assert gold_snapshot(spark, source) == incremental, "gold rebuilt from silver differs from the incremental gold"
