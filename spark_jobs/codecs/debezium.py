@@ -481,7 +481,7 @@ class DebeziumDecoder:
     ) -> ChangeEvent:
         commit_ts, db, table = _source_fields(payload)
         compiled = self._row_schema(schema_bytes, schema)
-        flags = list(compiled.flags) if compiled is not None else ["types_partial"]
+        flags = list(compiled.flags) if compiled is not None else ["types_partial", "values_raw"]
         if op == "insert":
             before, after = None, self._image(payload, "after", compiled)
         elif op == "delete":

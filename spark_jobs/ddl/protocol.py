@@ -6,18 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from spark_jobs.ddl.model import Schema
-from spark_jobs.ddl.schema import _schema, _table_uid
+from spark_jobs.ddl.schema import FSP_TYPES, _schema, _table_uid
 
 _COLUMN_KEYS = ("id", "name", "type", "nullable", "elements", "boolean", "fsp", "default", "origin_default")
 
 
 def _stored_column(entry: dict[str, Any]) -> dict[str, Any]:
     """A schema column as stored: `elements` only for an enum or set that has them, `boolean` (MySQL's BOOL, a
-    `tinyint(1)`) only while the column is a tinyint, `fsp` (its fractional digits) only while it is a TIME."""
+    `tinyint(1)`) only while the column is a tinyint, `fsp` (its fractional digits) only while it is a TIME,
+    DATETIME or TIMESTAMP."""
     kept = {
         "elements": entry.get("type") in ("enum", "set") and entry.get("elements") is not None,
         "boolean": entry.get("type") == "tinyint" and bool(entry.get("boolean")),
-        "fsp": entry.get("type") == "time" and entry.get("fsp") is not None,
+        "fsp": entry.get("type") in FSP_TYPES and entry.get("fsp") is not None,
     }
     return {k: entry[k] for k in _COLUMN_KEYS if kept.get(k, True)}
 

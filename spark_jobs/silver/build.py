@@ -234,7 +234,7 @@ def decode_and_write(
             .agg(
                 F.count("*").alias("events"),
                 F.count_if(F.col("event_index") == 0).alias("messages"),  # every message has one event 0
-                F.count_if(merges.enum_index_flagged()).alias("enum_indexes"),
+                F.count_if(merges.read_by_schema_flagged()).alias("read_by_schema"),
                 *merges.row_shapes(),
             )
             .collect()
@@ -252,8 +252,8 @@ def decode_and_write(
     )
     if counts.get("row"):
         tables = len({(r["database"], r["table"]) for r in rows})
-        enum_indexes = sum(r["enum_indexes"] for r in rows)
-        merges.merge_row_changes(spark, source.name, decoded, silver_seq, lowest, tables, counts["row"], enum_indexes)
+        read_by_schema = sum(r["read_by_schema"] for r in rows)
+        merges.merge_row_changes(spark, source.name, decoded, silver_seq, lowest, tables, counts["row"], read_by_schema)
     if counts.get("watermark"):
         merges.merge_watermarks(spark, decoded)
     if counts.get(ERASED):

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spark_jobs import ddl
+from spark_jobs.canonical.values import parse_type
 from spark_jobs.config import SourceSettings, TableRules
 from spark_jobs.runtime.iceberg import kept_while_head
 from spark_jobs.runtime.sql import temp_view
@@ -90,7 +91,7 @@ def merge_row_changes(
     since: int | None = None,
     tables: int = 1,
     rows: int = 0,
-    enum_indexes: int | None = None,
+    read_by_schema: int | None = None,
 ) -> None:
     """Row changes once each; the first copy (in Kafka order) of a redelivered change is kept. Each new row
     carries the run's `silver_seq`, which is how gold finds what silver gained since its last run.
@@ -99,8 +100,8 @@ def merge_row_changes(
     the batch and with silver; a batch with copies goes through a window that keeps the first and a MERGE.
 
     `tables` and `rows`, the batch's counts of tables and of row changes, decide whether the append is written in
-    ranges of tables (RANGED_FROM_ROWS). `enum_indexes`, the batch's count of rows flagged enum_index (None: not
-    counted), spares a batch with none the read of the source's ENUM/SET history.
+    ranges of tables (RANGED_FROM_ROWS). `read_by_schema`, the batch's count of rows flagged enum_index or
+    values_raw (None: not counted), spares a batch with none the read of the source's column definitions.
 
     `since`, the lowest commit ts among the batch's rows, bounds what is read of silver: a copy of a batch row
     has the same commit ts (it is part of the change's identity), so no copy is older, and files whose commit ts
@@ -112,8 +113,8 @@ def merge_row_changes(
     from pyspark.sql.window import Window
 
     batch = decoded.where("kind = 'row'")
-    labelled = batch if enum_indexes == 0 else _label_enums(spark, source, batch)
-    changes = labelled.withColumn("silver_seq", F.lit(silver_seq))
+    read = batch if read_by_schema == 0 else _read_by_schema(spark, source, batch)
+    changes = read.withColumn("silver_seq", F.lit(silver_seq))
     if not _has_copies(spark, source, batch, since):
         if rows >= RANGED_FROM_ROWS and tables > 1:
             changes = changes.repartitionByRange(min(tables, RANGED_FILES), "database", "table")
@@ -808,58 +809,97 @@ def _replace_ddl_events(spark, source: str, rows: list[DdlEventRow]) -> None:
 
 
 def schema_history(spark, source: str):
-    """Every ENUM/SET definition of the source's tables over time, from silver.ddl_events:
-    {(database, table): [(commit_ts, {column: ("enum" | "set", [labels])})]} in commit order. Canal-JSON
-    (without content-compatible) and the Open protocol send ENUM/SET values as index/bitmask."""
+    """What silver needs of each table's columns over time to read a flagged row's values, from silver.ddl_events:
+    {(database, table): [(commit_ts, {column: (kind, labels, size)})]} in commit order. ENUM and SET with their
+    labels: Canal-JSON (without content-compatible) and the Open protocol send indexes and bitmasks (enum_index).
+    DATE, DATETIME and TIME with their fsp, TIMESTAMP, BIT and BIGINT UNSIGNED: Debezium without its
+    schema sends them as numbers (an unsigned one past 2^63 wrapped negative) and ISO text (values_raw)."""
     history: dict = {}
     for r in _recorded_ddl_events(spark, source):
         if r["table"] is None:
             continue
         history.setdefault((r["database"], r["table"]), []).append(
-            (r["commit_ts"], _enum_columns(json.loads(r["table_schema"]) if r["table_schema"] else None))
+            (r["commit_ts"], _read_columns(json.loads(r["table_schema"]) if r["table_schema"] else None))
         )
     return history
 
 
-def _enum_columns(table_schema: dict | None) -> dict[str, tuple[str, list[str]]]:
+def _read_columns(table_schema: dict | None) -> dict[str, tuple[str, list[str] | None, int]]:
     if not table_schema:
         return {}
-    return {
-        c["name"]: (c["type"], c["elements"])
-        for c in table_schema["columns"]
-        if c["type"] in ("enum", "set") and c.get("elements") is not None
-    }
+    read = {}
+    for c in table_schema["columns"]:
+        base, _, unsigned = parse_type(c["type"])
+        if base in ("enum", "set") and c.get("elements") is not None:
+            read[c["name"]] = (base, c["elements"], 0)
+        elif base in ("date", "datetime", "time", "timestamp", "bit"):
+            read[c["name"]] = (base, None, c.get("fsp") or 0)
+        elif base == "bigint" and unsigned:
+            read[c["name"]] = ("unsigned", None, 64)
+    return read
 
 
-def enum_index_flagged():
-    """Whether a row was sent with ENUM/SET indexes instead of labels (its flags hold enum_index)."""
+# the flags of a row whose values are read with its table's columns as DDL declared them (`read_by_schema`)
+READ_BY_SCHEMA = ("enum_index", "values_raw")
+
+
+def read_by_schema_flagged():
+    """Whether a row's values are only readable with its table's column definitions (flag enum_index or
+    values_raw)."""
     from pyspark.sql import functions as F
 
-    return F.array_contains(F.coalesce("flags", F.array().cast("array<string>")), "enum_index")
+    flags = F.coalesce("flags", F.array().cast("array<string>"))
+    return F.arrays_overlap(flags, F.array(*map(F.lit, READ_BY_SCHEMA)))
 
 
-def _label_enums(spark, source: str, rows):
-    """Rows flagged enum_index get labels from the schema in force at their commit ts, when known."""
+def _read_by_schema(spark, source: str, rows):
+    """Rows flagged enum_index or values_raw read with the columns in force at their commit ts, when known."""
     history = schema_history(spark, source)
-    if not any(defs for versions in history.values() for _, defs in versions):
+    if not any(versions for versions in history.values()):
         return rows
-    return labelled_rows(spark, rows, history)
+    return read_rows(spark, rows, history)
 
 
-# One map image relabelled: `d` maps an ENUM/SET column to its kind and labels (an ENUM by 1-based index, 0 the
-# empty string; a SET by bitmask); values that are not plain digits, and columns `d` does not name, stay as sent.
-_LABELLED = """transform_values({image}, (k, v) -> CASE
-    WHEN d.definitions[k] IS NULL OR v IS NULL OR NOT v RLIKE '^[0-9]+$' THEN v
-    WHEN d.definitions[k].kind = 'enum' THEN
-        CASE WHEN CAST(v AS INT) = 0 THEN '' ELSE coalesce(element_at(d.definitions[k].labels, CAST(v AS INT)), v) END
-    ELSE array_join(filter(d.definitions[k].labels, (x, i) -> shiftright(CAST(v AS BIGINT), i) & 1 = 1), ',')
+# One map image read with its columns' definitions `d` (`_read_columns`); columns `d` does not name, and values not
+# of the form the flag says, stay as sent. enum_index: an ENUM by 1-based index (0 the empty string), a SET by
+# bitmask. values_raw (Debezium's numbers): a DATE by days since 1970, a DATETIME by epoch milliseconds (fsp up to
+# 3) or microseconds, a TIME by microseconds, a TIMESTAMP as ISO text in UTC, a BIT(n > 1) as base64 of its
+# little-endian bytes (a BIT(1) as 0 or 1, which no base64 is), a BIGINT UNSIGNED past 2^63 as its wrapped
+# negative; each becomes its canonical text (docs/canonical-event.md), fractions at the column's fsp.
+_READ = """transform_values({image}, (k, v) -> CASE
+    WHEN d.definitions[k] IS NULL OR v IS NULL THEN v
+    WHEN d.definitions[k].kind IN ('enum', 'set') THEN CASE
+        WHEN NOT array_contains(r.flags, 'enum_index') OR NOT v RLIKE '^[0-9]+$' THEN v
+        WHEN d.definitions[k].kind = 'enum' THEN
+            CASE WHEN CAST(v AS INT) = 0 THEN '' ELSE coalesce(element_at(d.definitions[k].labels, CAST(v AS INT)), v)
+            END
+        ELSE array_join(filter(d.definitions[k].labels, (x, i) -> shiftright(CAST(v AS BIGINT), i) & 1 = 1), ',')
+        END
+    WHEN NOT array_contains(r.flags, 'values_raw') THEN v
+    WHEN d.definitions[k].kind = 'timestamp' THEN regexp_replace(v, '^([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9:.]+)Z$', '$1 $2')
+    WHEN d.definitions[k].kind = 'unsigned' THEN
+        IF(v RLIKE '^-[0-9]{1,19}$', CAST(CAST(v AS DECIMAL(20,0)) + 18446744073709551616 AS STRING), v)
+    WHEN d.definitions[k].kind = 'bit' THEN CASE WHEN v RLIKE '^[01]$' THEN v
+        ELSE coalesce(conv(array_join(reverse(regexp_extract_all(hex(unbase64(v)), '..', 0)), ''), 16, 10), v) END
+    WHEN NOT v RLIKE '^-?[0-9]{1,18}$' THEN v
+    WHEN d.definitions[k].kind = 'date' THEN date_format(date_add(DATE'1970-01-01', CAST(v AS INT)), 'yyyy-MM-dd')
+    WHEN d.definitions[k].kind = 'datetime' THEN element_at(transform(
+        array(timestamp_micros(CAST(v AS BIGINT) * IF(d.definitions[k].size <= 3, 1000, 1))),
+        t -> concat(date_format(t, 'yyyy-MM-dd HH:mm:ss'), IF(d.definitions[k].size > 0,
+                    concat('.', substr(date_format(t, 'SSSSSS'), 1, d.definitions[k].size)), ''))), 1)
+    ELSE element_at(transform(array(abs(CAST(v AS BIGINT))), m -> concat(
+        IF(v LIKE '-%', '-', ''),
+        format_string('%02d:%02d:%02d', m div 3600000000, (m div 60000000) % 60, (m div 1000000) % 60),
+        IF(d.definitions[k].size > 0,
+           concat('.', substr(lpad(CAST(m % 1000000 AS STRING), 6, '0'), 1, d.definitions[k].size)), ''))), 1)
     END)"""
 
 
-def labelled_rows(spark, rows, history):
-    """`rows` with ENUM/SET indexes labelled, in the JVM: the flagged rows meet the definitions in force at their
-    commit ts (`history` from schema_history; the newest at or before it, or the newest of all for a row without
-    one) through a broadcast join; a row whose definitions are known loses its enum_index flag."""
+def read_rows(spark, rows, history):
+    """`rows` with the values of rows flagged enum_index or values_raw read by their columns' definitions
+    (`_READ`), in the JVM: the flagged rows meet the definitions in force at their commit ts (`history` from
+    schema_history; the newest at or before it, or the newest of all for a row without one) through a broadcast
+    join; a row whose definitions are known then loses both flags."""
     from pyspark.sql import functions as F
 
     versions = []
@@ -870,9 +910,9 @@ def labelled_rows(spark, rows, history):
     definitions = spark.createDataFrame(
         versions,
         "database STRING, `table` STRING, since BIGINT, until BIGINT, "
-        "definitions MAP<STRING, STRUCT<kind: STRING, labels: ARRAY<STRING>>>",
+        "definitions MAP<STRING, STRUCT<kind: STRING, labels: ARRAY<STRING>, size: INT>>",
     ).where("size(definitions) > 0")
-    flagged = enum_index_flagged()
+    flagged = read_by_schema_flagged()
     r, d = rows.where(flagged).alias("r"), F.broadcast(definitions).alias("d")
     in_force = (
         (F.col("r.database") == F.col("d.database"))
@@ -881,14 +921,31 @@ def labelled_rows(spark, rows, history):
         & (F.col("d.until").isNull() | ((F.col("r.commit_ts") < F.col("d.until")) & F.col("r.commit_ts").isNotNull()))
     )
     known = F.col("d.definitions").isNotNull()
-    relabelled = r.join(d, in_force, "left").select(
-        *[
-            F.when(known, F.expr(_LABELLED.format(image=f"r.{name}"))).otherwise(F.col(f"r.{name}")).alias(name)
-            if name in ("before", "after")
-            else F.when(known, F.array_remove("r.flags", "enum_index")).otherwise(F.col("r.flags")).alias(name)
-            if name == "flags"
-            else F.col(f"r.{name}")
-            for name in rows.columns
-        ]
+    unflagged = F.array_except("r.flags", F.array(*map(F.lit, READ_BY_SCHEMA)))
+    # a key whose values were numbers is the key of the values read (decode.row_key's JSON array)
+    rekeyed = known & F.expr(
+        "array_contains(r.flags, 'values_raw') AND exists(r.key_columns, k -> d.definitions[k] IS NOT NULL)"
     )
-    return rows.where(~flagged).unionByName(relabelled)
+    read = (
+        r.join(d, in_force, "left")
+        .select(
+            *[
+                F.when(known, F.expr(_READ.replace("{image}", f"r.{name}"))).otherwise(F.col(f"r.{name}")).alias(name)
+                if name in ("before", "after")
+                else F.when(known, unflagged).otherwise(F.col("r.flags")).alias(name)
+                if name == "flags"
+                else F.col(f"r.{name}")
+                for name in rows.columns
+            ],
+            rekeyed.alias("_rekeyed"),
+        )
+        .withColumn(
+            "row_key",
+            F.when(
+                F.col("_rekeyed") & F.col("row_key").isNotNull(),
+                F.to_json(F.expr("transform(key_columns, k -> coalesce(after, before)[k])")),
+            ).otherwise(F.col("row_key")),
+        )
+        .drop("_rekeyed")
+    )
+    return rows.where(~flagged).unionByName(read)

@@ -53,7 +53,9 @@ def _ddl(table, ddl_type, sql, table_schema):
 
 # The vectors' partial expectations (commit_ts, after/before, resolved_ts, query) as full events.
 VECTOR_EVENTS = {
-    "debezium_02_insert_no_schema.json": _row("insert", 1, None, {"tiny": "1"}, {"tiny": "bigint"}, ["types_partial"]),
+    "debezium_02_insert_no_schema.json": _row(
+        "insert", 1, None, {"tiny": "1"}, {"tiny": "bigint"}, ["types_partial", "values_raw"]
+    ),
     "debezium_03_insert_with_schema.json": _row(
         "insert", 1, None, {"tiny": "1"}, {"tiny": "smallint"}, ["types_partial"]
     ),
@@ -61,9 +63,11 @@ VECTOR_EVENTS = {
         "update", 1, {"tiny": "2"}, {"tiny": "1"}, {"tiny": "smallint"}, ["types_partial"]
     ),
     "debezium_05_update_no_before.json": _row(
-        "update", 1, None, {"tiny": "1"}, {"tiny": "bigint"}, ["old_value_missing", "types_partial"]
+        "update", 1, None, {"tiny": "1"}, {"tiny": "bigint"}, ["old_value_missing", "types_partial", "values_raw"]
     ),
-    "debezium_06_delete_no_schema.json": _row("delete", 1, {"tiny": "2"}, None, {"tiny": "bigint"}, ["types_partial"]),
+    "debezium_06_delete_no_schema.json": _row(
+        "delete", 1, {"tiny": "2"}, None, {"tiny": "bigint"}, ["types_partial", "values_raw"]
+    ),
     "debezium_07_watermark.json": ChangeEvent(kind="watermark", commit_ts=3),
     "debezium_08_ddl_rename_with_schema.json": _ddl(
         "table1",
@@ -509,7 +513,7 @@ def test_without_schema_values_are_raw_json():
     assert event.after["c_big_u"] == str(-(2**63))
     assert event.after["c_dec"] == "-1" and event.column_types["c_dec"] == "bigint"
     assert event.after["c_ts3"] == "2023-11-30T12:34:56.120Z"
-    assert event.flags == ["types_partial"]
+    assert event.flags == ["types_partial", "values_raw"]
 
 
 def test_schema_is_compiled_once_per_table_version():

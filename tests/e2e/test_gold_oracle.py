@@ -529,9 +529,9 @@ def random_changefeed_options(protocol: str, seed: int, events, claims, base: di
         options["content-compatible"] = True  # implies old values of the changed columns only
     if protocol == "avro" and rng.random() < 0.3:
         options["avro-decimal-handling-mode"] = "string"  # a DECIMAL's value as text, its precision and scale unsent
-    checkable = protocol in SIMPLE or options.get("avro-decimal-handling-mode") == "string" and options.get(
-        "avro-bigint-unsigned-handling-mode"
-    ) == "string"  # TiCDC's Avro sends row checksums only with both as text
+    as_text = ("avro-decimal-handling-mode", "avro-bigint-unsigned-handling-mode")
+    # TiCDC's Avro sends row checksums only with both as text
+    checkable = protocol in SIMPLE or all(options.get(name) == "string" for name in as_text)
     if checkable and rng.random() < 0.5:
         options["integrity-check-level"] = "correctness"  # every row with TiDB's checksum, which the decoder checks
     if protocol in CLAIM_CHECKS and rng.random() < 0.5:
@@ -571,13 +571,18 @@ PATHS = list(EXTENSION_OPTIONS) if PROTOCOLS == "all" else [p.strip() for p in P
 def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config, registry, protocol, run, tmp_path):
     seed = 20261123 + list(EXTENSION_OPTIONS).index(protocol) + 1000 * run
     rng = random.Random(seed)
-    workload = random_workload(seed, tables=3, changes=70, preexisting=1, protocol=protocol)
+    # Debezium without its schema: its rows carry JSON's types alone, which no table typed by its rows alone can
+    # turn into upstream's, so that stream starts with no table from before the changefeed (README, "Types")
+    schemaless = protocol == "debezium" and random.Random(f"schemaless {seed}").random() < 0.4
+    workload = random_workload(seed, tables=3, changes=70, preexisting=0 if schemaless else 1, protocol=protocol)
     if protocol in WITH_KEYLESS:
         workload = with_keyless_table(workload, rng)
     source = "oracle_" + protocol.replace("-", "_") + (f"_{run}" if run else "")
     claims = tmp_path / "claim-checks"
     base = {**EXTENSION_OPTIONS[protocol], **VARIANTS.get(protocol, {})}
     options = random_changefeed_options(protocol, seed, workload.events, claims, base)
+    if schemaless:
+        options["debezium-disable-schema"] = True  # DATE, DATETIME, TIME, BIT as numbers: silver reads them by DDL
     unscaled = options.get("avro-decimal-handling-mode") == "string"  # gold then keeps a DECIMAL's text
     assert any(isinstance(e, RowChange) and key_changed(e) for e in workload.events), "no key change to carry"
     reg = registry if protocol == "avro" else None

@@ -805,12 +805,22 @@ def test_random_alter_sequences_match_a_model(operations, clauses_per_statement)
 
 
 def test_a_time_keeps_its_fractional_digits_until_it_is_no_time():
-    """The canonical type `time` drops TIME's fsp, which gold's text of a value has: the schema keeps it beside the
-    type (`fsp`), follows a MODIFY or CHANGE to another fsp, and drops it when the column stops being a TIME."""
-    s = after("CREATE TABLE c (id int PRIMARY KEY, a time, b time(3), d datetime(3))")
-    assert {c["name"]: c.get("fsp") for c in s["columns"]} == {"id": None, "a": 0, "b": 3, "d": None}
-    altered = after("ALTER TABLE c MODIFY a time(6), CHANGE b b2 varchar(20), ADD COLUMN e time(2)", s)
-    assert {c["name"]: c.get("fsp") for c in altered["columns"]} == {"id": None, "a": 6, "b2": None, "d": None, "e": 2}
+    """The canonical types `time`, `datetime` and `timestamp` drop the fsp, which gold's text of a TIME has and by
+    which silver reads Debezium's DATETIME numbers: the schema keeps it beside the type (`fsp`), follows a MODIFY or
+    CHANGE to another fsp, and drops it when the column stops being one of those."""
+    s = after("CREATE TABLE c (id int PRIMARY KEY, a time, b time(3), d datetime(3), f timestamp)")
+    assert {c["name"]: c.get("fsp") for c in s["columns"]} == {"id": None, "a": 0, "b": 3, "d": 3, "f": 0}
+    altered = after(
+        "ALTER TABLE c MODIFY a time(6), CHANGE b b2 varchar(20), ADD COLUMN e time(2), MODIFY f datetime(5)", s
+    )
+    assert {c["name"]: c.get("fsp") for c in altered["columns"]} == {
+        "id": None,
+        "a": 6,
+        "b2": None,
+        "d": 3,
+        "f": 5,
+        "e": 2,
+    }
 
 
 def test_a_tinyint_1_is_flagged_boolean_until_it_is_no_tinyint_1():

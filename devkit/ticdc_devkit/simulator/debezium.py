@@ -664,8 +664,8 @@ def expected(event, options: dict | None = None) -> ChangeEvent | None:
       * DECIMAL and DOUBLE are both `double` (DECIMAL text = shortest double digits, no flag);
       * every character and binary string is `longtext`; binary values are base64 text, which is
         their canonical text anyway.
-    - Without the schema (`debezium-disable-schema`): only JSON types are left, flag `types_partial`
-      on every row: numbers are `bigint` (integral) or `double`, booleans (BIT(1)) `bit`, strings
+    - Without the schema (`debezium-disable-schema`): only JSON types are left, flags `types_partial`
+      and `values_raw` on every row: numbers are `bigint` (integral) or `double`, booleans (BIT(1)) `bit`, strings
       `longtext`; column_types has no entry for a column that is null in every image; DATE, DATETIME,
       TIME and YEAR arrive as their raw Debezium integers (days, ms/µs, µs), TIMESTAMP as the
       `…T…Z` string, BIT(n>1) as base64 of little-endian bytes, DECIMAL/FLOAT/DOUBLE values that
@@ -705,7 +705,7 @@ def expected(event, options: dict | None = None) -> ChangeEvent | None:
                 types[column.name] = column_type
         setattr(result, side, texts)
     if mode == _UNTYPED:
-        flags = {"types_partial"}
+        flags = {"types_partial", "values_raw"}
     result.column_types = {c.name: types[c.name] for c in table.columns if c.name in types}
     result.flags = sorted(set(result.flags) | flags)
     return result
