@@ -11,7 +11,8 @@ The schema (a JSON-able dict) extends `canonical.events.table_schema`:
   {"database", "table", "table_uid", "key_columns", "next_column_id",
    "columns": [{"id", "name", "type", "nullable", "elements" (enum/set only), "boolean" (a TINYINT(1) only: MySQL's
    BOOL, whose width the canonical type drops), "fsp" (a TIME, DATETIME or TIMESTAMP: its fractional digits, which
-   the canonical type drops too; gold's TIME text has them, and silver reads Debezium's DATETIME numbers by them), "default", "origin_default"}]}
+   the canonical type drops too; gold's TIME text has them, and silver reads Debezium's DATETIME numbers by them),
+   "default", "origin_default"}]}
 Column ids stay with a column through renames and type changes and are never reused, so a column dropped
 and added again is a new column; table_uid stays with a table through renames and truncates.
 """

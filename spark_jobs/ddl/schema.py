@@ -50,7 +50,7 @@ def _column(
         entry["elements"] = enum_elements(definition)
     if entry["type"] == "tinyint" and (parse_type(definition)[1] == "1" or definition.lower() in ("bool", "boolean")):
         entry["boolean"] = True  # MySQL's BOOL: gold may map it to boolean (config.TypeMappings.tinyint1)
-    if entry["type"] in FSP_TYPES:  # gold keeps TIME as text, with as many fractional digits as the column has
+    if entry["type"] in FSP_TYPES:  # a TIME's text in gold has them; Debezium's DATETIME numbers are read by them
         args = parse_type(definition)[1]
         entry["fsp"] = int(args) if args is not None and args.strip().isdigit() else 0
     entry["default"] = default

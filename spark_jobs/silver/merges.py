@@ -855,7 +855,7 @@ def read_by_schema_flagged():
 def _read_by_schema(spark, source: str, rows):
     """Rows flagged enum_index or values_raw read with the columns in force at their commit ts, when known."""
     history = schema_history(spark, source)
-    if not any(versions for versions in history.values()):
+    if not any(defs for versions in history.values() for _, defs in versions):
         return rows
     return read_rows(spark, rows, history)
 
