@@ -44,7 +44,7 @@ FLAGS = (
     "types_partial",  # column_types lack length/scale the protocol does not carry
     "inferred_ddl",  # a schema change inferred from a writer-schema change (Avro)
     "key_change_split",  # half of an update that changed the row's key, sent unsplit (output-raw-change-event)
-    "values_raw",  # DATE, DATETIME, TIME, BIT(n) values as the protocol's numbers: silver formats them by the DDL's types
+    "values_raw",  # DATE, DATETIME, TIME, TIMESTAMP, BIT, BIGINT UNSIGNED as sent (Debezium without its schema): silver reads them
 )
 
 

@@ -835,7 +835,7 @@ def _read_columns(table_schema: dict | None) -> dict[str, tuple[str, list[str] |
         elif base in ("date", "datetime", "time", "timestamp", "bit"):
             read[c["name"]] = (base, None, c.get("fsp") or 0)
         elif base == "bigint" and unsigned:
-            read[c["name"]] = ("unsigned", None, 64)
+            read[c["name"]] = ("unsigned", None, 0)
     return read
 
 
