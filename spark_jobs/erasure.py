@@ -60,6 +60,7 @@ from spark_jobs.runtime.tables import (
     SILVER_PENDING,
     SILVER_ROW_CHANGES,
     bronze_commits,
+    ensure_tables_once,
 )
 from spark_jobs.silver.build import build_silver, record_run
 from spark_jobs.silver.decode import row_key
@@ -129,6 +130,7 @@ def erase(
     source = config.source(source_name)
     started, requested_at = time.monotonic(), dt.datetime.now(dt.UTC)
     build_silver(spark, config, source.name)
+    ensure_tables_once(spark, "gold")  # a lakehouse not yet published has no gold tables to look in
     known_as = _names(spark, source.name, database, table)
     named, name_args = _named(known_as)
     key_columns = _key_columns(spark, source.name, database, table, named, name_args)

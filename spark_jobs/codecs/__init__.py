@@ -14,12 +14,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from typing import Protocol as _Protocol
 
-from spark_jobs.canonical.blocks import RowBlock
 from spark_jobs.canonical.events import ChangeEvent
 from spark_jobs.errors import ConfigError, DecodeError, SchemaNotYetKnown
+
+if TYPE_CHECKING:  # Arrow only where a batch is decoded: a DAG file's parse reads the configuration, not messages
+    from spark_jobs.canonical.blocks import RowBlock
 
 # protocol name -> (module, decoder class)
 _DECODERS = {
@@ -145,7 +147,6 @@ __all__ = [
     "DecodeError",
     "Decoder",
     "Headers",
-    "RowBlock",
     "SchemaNotYetKnown",
     "column_decoder",
     "decoder_class",

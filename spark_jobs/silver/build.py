@@ -224,7 +224,7 @@ def decode_and_write(
         lambda batches: decode_batches(batches, protocol, options, primers, partition_ts),
         from_arrow_schema(DECODED_SCHEMA),
     ).withColumn("source", F.lit(source.name))
-    decoded = mark_erased(spark, apply_table_rules(spark, decoded, source.tables), source.name).cache()
+    decoded = apply_table_rules(spark, decoded, source.tables).cache()
     with named_transient_faults(source.name):  # decoding runs here, before anything is written
         # one pass: counts per kind, and each table's row shapes (merge_ddl_events infers schemas from them)
         tally = (
@@ -250,14 +250,19 @@ def decode_and_write(
     counts["ddl"] = counts.get("ddl", 0) + merges.merge_ddl_events(
         spark, source.name, protocol, decoded, rows, source.tables
     )
+    # keys are compared (an erasure's, a copy's) only once read: a values_raw row's key holds its raw numbers
+    read = decoded if not any(r["read_by_schema"] for r in rows) else merges.read_by_schema(spark, source.name, decoded)
+    marked = mark_erased(spark, read, source.name)
+    if marked is not read:  # the source has erasures
+        counts[ERASED] = marked.where(F.col("kind") == ERASED).count()
+        counts["row"] = counts.get("row", 0) - counts[ERASED]
     if counts.get("row"):
         tables = len({(r["database"], r["table"]) for r in rows})
-        read_by_schema = sum(r["read_by_schema"] for r in rows)
-        merges.merge_row_changes(spark, source.name, decoded, silver_seq, lowest, tables, counts["row"], read_by_schema)
+        merges.merge_row_changes(spark, source.name, marked, silver_seq, lowest, tables, counts["row"])
     if counts.get("watermark"):
         merges.merge_watermarks(spark, decoded)
     if counts.get(ERASED):
-        record_erased_messages(spark, decoded, source.name, counts[ERASED])
+        record_erased_messages(spark, marked, source.name, counts[ERASED])
     if counts.get("quarantine") or counts.get("waiting") or replaying:
         merges.merge_quarantine(spark, source, bronze, decoded, replaying)
     if not replaying and (counts.get("waiting") or pending):

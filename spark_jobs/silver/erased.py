@@ -62,7 +62,9 @@ def erasures(spark, source: str) -> Erasures:
 def mark_erased(spark, decoded, source: str):
     """The decoded events with every row change of an erased key committed by its erasure's `through_ts` marked
     kind `erased` (the same hash as `key_hash`, computed by Spark per row only when the source has erasures), and
-    the deletes the erasures recorded as halves of key changes flagged `key_change_split`."""
+    the deletes the erasures recorded as halves of key changes flagged `key_change_split`; `decoded` itself when
+    the source has no erasure. Rows flagged values_raw must be read first (`merges.read_by_schema`): their decoded
+    key holds the raw numbers, not the key the erasure hashed."""
     from pyspark.sql import functions as F
 
     through, changes = erasures(spark, source)

@@ -91,7 +91,6 @@ def merge_row_changes(
     since: int | None = None,
     tables: int = 1,
     rows: int = 0,
-    read_by_schema: int | None = None,
 ) -> None:
     """Row changes once each; the first copy (in Kafka order) of a redelivered change is kept. Each new row
     carries the run's `silver_seq`, which is how gold finds what silver gained since its last run.
@@ -100,8 +99,8 @@ def merge_row_changes(
     the batch and with silver; a batch with copies goes through a window that keeps the first and a MERGE.
 
     `tables` and `rows`, the batch's counts of tables and of row changes, decide whether the append is written in
-    ranges of tables (RANGED_FROM_ROWS). `read_by_schema`, the batch's count of rows flagged enum_index or
-    values_raw (None: not counted), spares a batch with none the read of the source's column definitions.
+    ranges of tables (RANGED_FROM_ROWS). Rows flagged enum_index or values_raw come already read
+    (`read_by_schema`): a copy is told by the key it has once read.
 
     `since`, the lowest commit ts among the batch's rows, bounds what is read of silver: a copy of a batch row
     has the same commit ts (it is part of the change's identity), so no copy is older, and files whose commit ts
@@ -113,8 +112,7 @@ def merge_row_changes(
     from pyspark.sql.window import Window
 
     batch = decoded.where("kind = 'row'")
-    read = batch if read_by_schema == 0 else _read_by_schema(spark, source, batch)
-    changes = read.withColumn("silver_seq", F.lit(silver_seq))
+    changes = batch.withColumn("silver_seq", F.lit(silver_seq))
     if not _has_copies(spark, source, batch, since):
         if rows >= RANGED_FROM_ROWS and tables > 1:
             changes = changes.repartitionByRange(min(tables, RANGED_FILES), "database", "table")
@@ -852,12 +850,14 @@ def read_by_schema_flagged():
     return F.arrays_overlap(flags, F.array(*map(F.lit, READ_BY_SCHEMA)))
 
 
-def _read_by_schema(spark, source: str, rows):
-    """Rows flagged enum_index or values_raw read with the columns in force at their commit ts, when known."""
+def read_by_schema(spark, source: str, decoded):
+    """Decoded events with the rows flagged enum_index or values_raw read with the columns in force at their
+    commit ts, when known (silver.ddl_events, this batch's DDL merged first). Done before anything compares keys
+    (an erasure's, a copy's), since a values_raw row's key is only known once read."""
     history = schema_history(spark, source)
     if not any(defs for versions in history.values() for _, defs in versions):
-        return rows
-    return read_rows(spark, rows, history)
+        return decoded
+    return read_rows(spark, decoded, history)
 
 
 # One map image read with its columns' definitions `d` (`_read_columns`); columns `d` does not name, and values not

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 # the name of each step (or what goes with it) -> the module that defines it
 _WHERE = {
-    "CSV_FIELDS": "backfill",
+    "CSV_FIELDS": "requests",
     "day_status": "backfill",
     "load_snapshot": "backfill",
     "snapshot_request": "backfill",
@@ -45,7 +45,7 @@ _WHERE = {
     "maintain_gold": "maintaining",
     "maintain_shared": "maintaining",
     "maintenance_report": "maintaining",
-    "LAYERS": "rebuilding",
+    "LAYERS": "requests",
     "rebuild": "rebuilding",
     "rebuild_request": "rebuilding",
     "reconcile": "reconciling",
@@ -100,7 +100,7 @@ __all__ = [
 if TYPE_CHECKING:
     from spark_jobs.runtime.freshness import ERROR as FRESHNESS_ERROR
     from spark_jobs.runtime.freshness import failure_callback
-    from spark_jobs.steps.backfill import CSV_FIELDS, day_status, load_snapshot, snapshot_request, write_day
+    from spark_jobs.steps.backfill import day_status, load_snapshot, snapshot_request, write_day
     from spark_jobs.steps.cluster import pack_env, serve_thrift
     from spark_jobs.steps.context import configured_sources, reconciled_sources
     from spark_jobs.steps.continuous import run_continuously
@@ -122,8 +122,9 @@ if TYPE_CHECKING:
         maintain_shared,
         maintenance_report,
     )
-    from spark_jobs.steps.rebuilding import LAYERS, rebuild, rebuild_request
+    from spark_jobs.steps.rebuilding import rebuild, rebuild_request
     from spark_jobs.steps.reconciling import reconcile
+    from spark_jobs.steps.requests import CSV_FIELDS, LAYERS
     from spark_jobs.steps.supervising import WatchContinuousDriver, driver_status, start_driver
 
 

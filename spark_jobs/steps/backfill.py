@@ -17,34 +17,9 @@ from spark_jobs.gold.publish import published_ts
 from spark_jobs.runtime.results import Result
 from spark_jobs.steps.context import ConfigRef, pipeline_config, writing
 from spark_jobs.steps.rebuilding import parse_tables
+from spark_jobs.steps.requests import CSV_FIELDS
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RequestField:
-    """One field of a request that both the command line and a DAG's trigger form take: the DAG's param is
-    `name`, the command's option `--name` with dashes (a boolean: `--name` / `--no-name`)."""
-
-    name: str
-    default: str | bool
-    title: str
-    help: str
-
-
-# Dumpling's `--csv-*` options, as Dumpling names and defaults them (README, "The initial snapshot").
-CSV_FIELDS = (
-    RequestField("csv_separator", ",", "CSV separator", "Dumpling's --csv-separator"),
-    RequestField("csv_delimiter", '"', "CSV delimiter", "Dumpling's --csv-delimiter"),
-    RequestField("csv_null_value", "\\N", "CSV null value", "Dumpling's --csv-null-value"),
-    RequestField(
-        "csv_line_terminator", "\\r\\n", "CSV line terminator", "Dumpling's --csv-line-terminator (\\r, \\n, \\t)"
-    ),
-    RequestField("header", True, "CSV header", "the CSV files start with a header line (Dumpling's --no-header: off)"),
-    RequestField(
-        "escape_backslash", True, "Escape backslash", "values are escaped with backslashes (Dumpling's default)"
-    ),
-)
 
 
 def csv_options(values: Mapping[str, Any]) -> CsvOptions:

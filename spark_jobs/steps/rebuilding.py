@@ -19,8 +19,7 @@ from spark_jobs.gold.history import split_table
 from spark_jobs.runtime.results import Result
 from spark_jobs.silver.build import rebuild_silver
 from spark_jobs.steps.context import ConfigRef, pipeline_config, writing
-
-LAYERS = ("silver", "gold", "history")
+from spark_jobs.steps.requests import LAYERS
 
 
 def parse_tables(text: str | None) -> frozenset[tuple[str, str]] | None:

@@ -9,9 +9,11 @@ from ticdc_devkit.broker import produce
 from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream
 
 
-def send(broker, source: str, events: list, protocol: str = "canal-json") -> None:
-    """The Kafka records TiCDC would send for `events`, on the source's topic (one partition)."""
-    produce(broker.bootstrap, encode_stream(protocol, events, topic=source, options=EXTENSION_OPTIONS[protocol]))
+def send(broker, source: str, events: list, protocol: str = "canal-json", options: dict | None = None) -> None:
+    """The Kafka records TiCDC would send for `events`, on the source's topic (one partition), with the protocol's
+    extension options and `options` over them."""
+    options = {**EXTENSION_OPTIONS[protocol], **(options or {})}
+    produce(broker.bootstrap, encode_stream(protocol, events, topic=source, options=options))
 
 
 def land_and_decode(spark, config, source: str) -> None:

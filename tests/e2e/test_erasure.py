@@ -313,6 +313,42 @@ def test_erasing_the_key_a_row_moved_to_keeps_the_move_in_ignore_mode(spark, bro
     assert ids() == [3], "a rebuild of silver from bronze brought back the row whose key the update changed"
 
 
+def test_a_key_read_by_its_type_stays_erased_and_once_when_schemaless_debezium_sends_it_again(
+    spark, broker, source_config
+):
+    """Debezium without its schema sends a DATE as days since 1970, and silver reads it by the table's DDL: the
+    erasure names the key as a date. When TiCDC sends the same messages again after the erasure, the erased key
+    stays out and the other key's change comes in once: both are told by the key as read, not the number sent."""
+    source, schemaless = "erased_days", {"debezium-disable-schema": True}
+    config = source_config(source, "debezium", options=schemaless)
+    table = Table("er", "days", (Column("day", "date", nullable=False), Column("note", "varchar(16)")), ("day",), 901)
+    events = [
+        Ddl(tso(0), "er", "days", create_table_sql(table), "create_table", table_after=table),
+        RowChange(tso(10), "insert", table, after={"day": dt.date(2024, 1, 1), "note": "erase me"}),
+        RowChange(tso(20), "insert", table, after={"day": dt.date(2024, 2, 29), "note": "kept"}),
+        Watermark(tso(30)),
+    ]
+    broker.create_topics([source], partitions=1)
+    send(broker, source, events, "debezium", schemaless)
+    land_and_decode(spark, config, source)
+    erase(spark, config, source, "er", "days", {"day": "2024-01-01"}, "dpo")
+    send(broker, source, [*events[1:3], Watermark(tso(40))], "debezium", schemaless)  # TiCDC sends them again
+    land_and_decode(spark, config, source)
+
+    silver = spark.sql(
+        f"SELECT row_key FROM {SILVER_ROW_CHANGES} WHERE source = :source AND `table` = 'days'",
+        args={"source": source},
+    ).collect()
+    assert [r["row_key"] for r in silver] == ['["2024-02-29"]'], silver
+    erased_again = spark.sql(
+        f"SELECT `offset`, key_hash FROM {SILVER_ERASED_MESSAGES} WHERE source = :source", args={"source": source}
+    ).collect()
+    assert [(r["offset"], r["key_hash"]) for r in erased_again] == [(4, key_hash("er", "days", '["2024-01-01"]'))]
+    build_gold(spark, config, source)
+    gold = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.gold_table('er', 'days'))}"
+    assert [tuple(r) for r in spark.sql(f"SELECT day, note FROM {gold}").collect()] == [(dt.date(2024, 2, 29), "kept")]
+
+
 def test_a_lakehouse_made_before_erasures_kept_key_changes_gains_them_and_reads_old_records(spark):
     """`silver.erasures` made by an older version has no `key_changes`: the next run adds the column, and an older
     record reads as keeping none (runs after the test above, whose record loses its commits here)."""
