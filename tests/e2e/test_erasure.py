@@ -313,6 +313,16 @@ def test_erasing_the_key_a_row_moved_to_keeps_the_move_in_ignore_mode(spark, bro
     assert ids() == [3], "a rebuild of silver from bronze brought back the row whose key the update changed"
 
 
+def test_a_lakehouse_made_before_erasures_kept_key_changes_gains_them_and_reads_old_records(spark):
+    """`silver.erasures` made by an older version has no `key_changes`: the next run adds the column, and an older
+    record reads as keeping none (runs after the test above, whose record loses its commits here)."""
+    spark.sql(f"ALTER TABLE {SILVER_ERASURES} DROP COLUMN key_changes")
+    ensure_tables(spark, "silver")
+    added = spark.table(SILVER_ERASURES).schema["key_changes"].dataType
+    assert added.simpleString() == "array<struct<database:string,table:string,commit_ts:bigint>>"
+    assert erasures(spark, "erased_moved").key_changes == set()
+
+
 def test_a_key_read_by_its_type_stays_erased_and_once_when_schemaless_debezium_sends_it_again(
     spark, broker, source_config
 ):
@@ -347,13 +357,3 @@ def test_a_key_read_by_its_type_stays_erased_and_once_when_schemaless_debezium_s
     build_gold(spark, config, source)
     gold = f"{quote_ident(names.gold_namespace(source))}.{quote_ident(names.gold_table('er', 'days'))}"
     assert [tuple(r) for r in spark.sql(f"SELECT day, note FROM {gold}").collect()] == [(dt.date(2024, 2, 29), "kept")]
-
-
-def test_a_lakehouse_made_before_erasures_kept_key_changes_gains_them_and_reads_old_records(spark):
-    """`silver.erasures` made by an older version has no `key_changes`: the next run adds the column, and an older
-    record reads as keeping none (runs after the test above, whose record loses its commits here)."""
-    spark.sql(f"ALTER TABLE {SILVER_ERASURES} DROP COLUMN key_changes")
-    ensure_tables(spark, "silver")
-    added = spark.table(SILVER_ERASURES).schema["key_changes"].dataType
-    assert added.simpleString() == "array<struct<database:string,table:string,commit_ts:bigint>>"
-    assert erasures(spark, "erased_moved").key_changes == set()
