@@ -52,7 +52,7 @@ from spark_jobs.canonical.values import (
 from spark_jobs.canonical.values import (
     time_zone as values_time_zone,
 )
-from spark_jobs.codecs import ColumnDecode, Headers, columns
+from spark_jobs.codecs import ColumnDecode, Headers, columns, fast_paths
 from spark_jobs.codecs import checksum as crc
 from spark_jobs.codecs.schema_registry import SchemaRegistryClient
 from spark_jobs.errors import ConfigError, DecodeError
@@ -1247,8 +1247,8 @@ def _decimal_texts(precision: int, scale: int, convert: Converter) -> Texts:
     `precision` digits first, which keeps them as large); a value wider than Arrow's decimal goes to `decode`.
     Up to 8 bytes (18 digits) by one gather of 8 bytes per value, wider ones by one of `width` bytes."""
     width, kind = (16, pa.decimal128(38, scale)) if precision <= 38 else (32, pa.decimal256(76, scale))
-    whole = f"(?:0|[1-9][0-9]{{0,{precision - scale - 1}}})" if precision > scale else "0"
-    fraction = rf"\.[0-9]{{{scale}}}" if scale else ""
+    whole = f"(?:0|[1-9]{fast_paths.digit_run(precision - scale - 1, 0)})" if precision > scale else "0"
+    fraction = rf"\.{fast_paths.digit_run(scale)}" if scale else ""
     rule = columns.ColumnRule(lambda text: convert(Decimal(text)), keep=columns.matching(f"^-?{whole}{fraction}$"))
 
     def texts(payloads: Payloads, values: Slices) -> tuple[Any, Mask | None]:

@@ -62,6 +62,20 @@ def generate(codec: str, source: str, namespace: dict[str, Any], name: str = "ma
 DOUBLE_SHAPE = re.compile(r"-?[1-9][0-9]*\.[0-9]*[1-9]|-?[1-9][0-9]*\.0|-?0\.(?!0000)[0-9]*[1-9]|0\.0").fullmatch
 
 
+def digit_run(count: int, at_least: int | None = None) -> str:
+    """A pattern of exactly `count` digits (from `at_least` to `count`, if given), in pieces of at most 1,000:
+    RE2 refuses a larger repetition, and a scale or fsp read from a damaged message can be any number."""
+    low = count if at_least is None else at_least
+    pieces: list[str] = []
+    high = count
+    while high > 0 or not pieces:
+        step = min(high, 1000)
+        take = min(low, step)
+        pieces.append(f"[0-9]{{{step}}}" if take == step else f"[0-9]{{{take},{step}}}")
+        high, low = high - step, low - take
+    return "".join(pieces)
+
+
 def decimal_pattern(scale: int | None) -> str:
     """Non-negative DECIMAL text with exactly `scale` fraction digits (any, for None), no leading zeros: a
     pattern both Python's re and RE2 read (the column paths' `columns.decimal`)."""
@@ -69,7 +83,7 @@ def decimal_pattern(scale: int | None) -> str:
         return r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
     if scale == 0:
         return r"(?:0|[1-9][0-9]*)"
-    return rf"(?:0|[1-9][0-9]*)\.[0-9]{{{scale}}}"
+    return rf"(?:0|[1-9][0-9]*)\.{digit_run(scale)}"
 
 
 @cache

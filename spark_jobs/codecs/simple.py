@@ -1294,10 +1294,10 @@ def _column_rule(c: _Column, convert: Converter | None) -> columns.ColumnRule:
     elif base == "date":
         keep = columns.DATE
     elif base in ("datetime", "timestamp"):
-        fraction = r"(?:\.[0-9]+)?" if c.fsp is None else rf"\.[0-9]{{{c.fsp}}}" if c.fsp else ""
+        fraction = r"(?:\.[0-9]+)?" if c.fsp is None else rf"\.{fast_paths.digit_run(c.fsp)}" if c.fsp else ""
         keep = columns.matching(rf"^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}} [0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}{fraction}$")
     elif base == "time":
-        fraction = r"(?:\.[0-9]+)?" if c.fsp is None else rf"\.[0-9]{{{c.fsp}}}" if c.fsp else ""
+        fraction = r"(?:\.[0-9]+)?" if c.fsp is None else rf"\.{fast_paths.digit_run(c.fsp)}" if c.fsp else ""
         keep = columns.matching(rf"^[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}{fraction}$")
     elif base in V.BINARY_TYPES:
         keep = columns.matching(_CANONICAL_BASE64)

@@ -6,6 +6,7 @@ import datetime as dt
 import inspect
 import linecache
 import os
+import re
 import subprocess
 import sys
 import traceback
@@ -198,3 +199,19 @@ def test_simple_update_old_equal_to_converted_data_takes_its_text(fast_paths_on,
         results.append(event.to_dict())
     assert results[0] == results[1]
     assert results[0]["before"] == results[0]["after"] == {"id": "1", "p": "1.50"}
+
+
+def test_a_digit_run_past_re2s_repetition_limit_reads_in_both_engines():
+    """A scale or fsp read from a damaged Simple-Avro message was 1,032: RE2 refused `[0-9]{1032}` and the
+    column path failed its whole batch (ArrowInvalid) instead of leaving the message to the row-wise decode."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for count, at_least in ((1032, None), (2500, 0), (3, None), (0, None)):
+        pattern = f"^{fast_paths.digit_run(count, at_least)}$"
+        texts = ["7" * n for n in (0, 1, count - 1, count, count + 1) if n >= 0]
+        want = [n == count if at_least is None else n <= count for n in map(len, texts)]
+        assert [re.fullmatch(pattern[1:-1], t) is not None for t in texts] == want
+        assert pc.match_substring_regex(pa.array(texts), pattern).to_pylist() == want
+    decimal = f"^{fast_paths.decimal_pattern(1032)}$"
+    assert pc.match_substring_regex(pa.array(["1." + "0" * 1032, "1.0"]), decimal).to_pylist() == [True, False]
