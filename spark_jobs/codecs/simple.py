@@ -1281,6 +1281,8 @@ def _column_rule(c: _Column, convert: Converter | None) -> columns.ColumnRule:
         return columns.AS_SENT
     base = c.base
     keep: columns.Keep | None = None
+    # a DATETIME's, TIMESTAMP's or TIME's fraction: any digits when the fsp is not known
+    fraction = r"(?:\.[0-9]+)?" if c.fsp is None else rf"\.{fast_paths.digit_run(c.fsp)}" if c.fsp else ""
     if base in V.INTEGER_TYPES:
         keep = columns.digits if c.unsigned else columns.signed
     elif base == "bit":
@@ -1294,10 +1296,8 @@ def _column_rule(c: _Column, convert: Converter | None) -> columns.ColumnRule:
     elif base == "date":
         keep = columns.DATE
     elif base in ("datetime", "timestamp"):
-        fraction = r"(?:\.[0-9]+)?" if c.fsp is None else rf"\.{fast_paths.digit_run(c.fsp)}" if c.fsp else ""
         keep = columns.matching(rf"^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}} [0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}{fraction}$")
     elif base == "time":
-        fraction = r"(?:\.[0-9]+)?" if c.fsp is None else rf"\.{fast_paths.digit_run(c.fsp)}" if c.fsp else ""
         keep = columns.matching(rf"^[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}{fraction}$")
     elif base in V.BINARY_TYPES:
         keep = columns.matching(_CANONICAL_BASE64)
