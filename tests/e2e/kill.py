@@ -103,11 +103,13 @@ def run(
             if (kill_at is not None and now >= kill_at) or now - begun > RUN_TIMEOUT_SECONDS:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+                _wait_for_group(process.pid)
                 assert kill_at is not None, (
                     f"ticdc-lake {command[0]} ran over {RUN_TIMEOUT_SECONDS}s: {output.read_text()}"
                 )
                 return "killed"
             time.sleep(0.1)
+    _wait_for_group(process.pid)
     if process.returncode != 0:
         raise AssertionError(
             f"ticdc-lake {command[0]} failed (exit {process.returncode}): {output.read_text()[-3000:]}"
@@ -115,6 +117,28 @@ def run(
     if moments is not None and phase_began is not None:
         moments.phase_took(time.monotonic() - phase_began)
     return "finished"
+
+
+def _wait_for_group(group: int, seconds: float = 120.0) -> None:
+    """The run ends when its JVM does: Python exits first, and the JVM it started (in the same process group)
+    then runs its shutdown hooks, which remove its Spark scratch; a check made before that sees the scratch of
+    a run that finished cleanly (seen in CI). A zombie counts as ended (whether it is reaped is up to PID 1)."""
+    deadline = time.monotonic() + seconds
+    while _running_in_group(group):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the processes of a ticdc-lake run (group {group}) still ran {seconds}s after it")
+        time.sleep(0.1)
+
+
+def _running_in_group(group: int) -> bool:
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended while we looked
+        if fields[0] != "Z" and int(fields[2]) == group:
+            return True
+    return False
 
 
 def check_in_own_process(module: str, *args: str) -> None:
