@@ -78,6 +78,7 @@ class KafkaSettings:
     sasl_connection: str | None = None  # an Airflow connection id holding login and password instead
     ssl_ca_location: str | None = None
     client: dict[str, str] = field(default_factory=dict)  # extra librdkafka settings (no secrets)
+    timeout_seconds: int = 30  # a metadata or offsets request unanswered this long stops the run (transient)
 
 
 @dataclass(frozen=True)
@@ -531,6 +532,8 @@ def _check(config: PipelineConfig, file: Path) -> None:
                 f"{where}.kafka.security_protocol",
                 f"{s.kafka.security_protocol!r} is not allowed; allowed: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL",
             )
+        if s.kafka.timeout_seconds < 1:
+            raise fail(f"{where}.kafka.timeout_seconds", f"must be 1 or more, got {s.kafka.timeout_seconds}")
         start = s.landing.start
         if start not in ("earliest", "latest") and not start.isdigit():
             raise fail(

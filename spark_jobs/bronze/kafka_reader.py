@@ -26,7 +26,6 @@ from spark_jobs.errors import BrokerUnavailableError, KafkaRangeError
 
 log = logging.getLogger(__name__)
 
-BROKER_TIMEOUT_SECONDS = 30.0  # for each metadata, watermark and offsets-for-times call
 CHECK_BROKER = "that Kafka runs and kafka.bootstrap_servers (and the network, TLS settings) reach it"
 CHECK_CREDENTIALS = "kafka.sasl_username_env / sasl_password_env (or sasl_connection) and kafka.sasl_mechanism"
 _CONNECT_FAILED = re.compile(r"Connect to \S+ failed: (.+?)(?: \(after |$)")
@@ -121,7 +120,7 @@ class BrokerWatch(logging.Handler):
 @contextmanager
 def metadata_consumer(settings: dict, source: str, group_id: str = "ticdc-lake-planner"):
     """A quiet consumer for the driver's metadata, watermark and offsets-for-times calls (give each
-    `timeout=BROKER_TIMEOUT_SECONDS`): a KafkaException from any of them comes out as one
+    `timeout=kafka.timeout_seconds`): a KafkaException from any of them comes out as one
     BrokerUnavailableError line naming the source, the broker and what to check."""
     from confluent_kafka import Consumer
 
@@ -137,7 +136,7 @@ def metadata_consumer(settings: dict, source: str, group_id: str = "ticdc-lake-p
 @contextmanager
 def metadata_admin(settings: dict, source: str):
     """A quiet admin client for the driver's metadata and batched offset lookups (`list_topics` with
-    `timeout=BROKER_TIMEOUT_SECONDS`, then `list_offsets` below), reporting a KafkaException as
+    the source's `kafka.timeout_seconds`, then `list_offsets` below), reporting a KafkaException as
     `metadata_consumer` does. Consumer-only settings among `settings` are ignored by it (librdkafka's
     warning about them goes to the watch, not to stderr)."""
     from confluent_kafka.admin import AdminClient
@@ -164,7 +163,9 @@ def _reported(watch: BrokerWatch, client, source: str) -> Iterator:
         log.warning("source %s: %s", source, summary)
 
 
-def list_offsets(admin, partitions: list[tuple[str, int]], specs: dict, settings: dict) -> dict[str, dict]:
+def list_offsets(
+    admin, partitions: list[tuple[str, int]], specs: dict, settings: dict, timeout: float
+) -> dict[str, dict]:
     """Per name in `specs` (name -> OffsetSpec), the offset of every partition: one ListOffsets request per
     spec and leader broker, all sent before any answer is awaited, so the partition count costs no round
     trips. Read at the isolation level the consumers of `settings` read with (librdkafka's default is
@@ -183,12 +184,12 @@ def list_offsets(admin, partitions: list[tuple[str, int]], specs: dict, settings
         name: admin.list_offsets(
             {TopicPartition(t, p): spec for t, p in partitions},
             isolation_level=isolation,
-            request_timeout=BROKER_TIMEOUT_SECONDS,
+            request_timeout=timeout,
         )
         for name, spec in specs.items()
     }
     pending = [f for answers in asked.values() for f in answers.values()]
-    _, late = futures.wait(pending, timeout=BROKER_TIMEOUT_SECONDS + 5)  # librdkafka times them out first
+    _, late = futures.wait(pending, timeout=timeout + 5)  # librdkafka times them out first
     if late:
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no answer to ListOffsets for {len(late)} partitions"))
     return {

@@ -208,9 +208,10 @@ def partition_watermarks(
     that a partition with nothing new costs no round trip of its own."""
     from confluent_kafka.admin import OffsetSpec
 
-    from spark_jobs.bronze.kafka_reader import BROKER_TIMEOUT_SECONDS, list_offsets
+    from spark_jobs.bronze.kafka_reader import list_offsets
 
-    metadata = admin.list_topics(timeout=BROKER_TIMEOUT_SECONDS)
+    timeout = source.kafka.timeout_seconds
+    metadata = admin.list_topics(timeout=timeout)
     partitions: list[TopicPartition] = []
     for topic in source_topics(source, list(metadata.topics)):
         if topic not in metadata.topics or metadata.topics[topic].error is not None:
@@ -221,7 +222,7 @@ def partition_watermarks(
     specs = {"low": OffsetSpec.earliest(), "high": OffsetSpec.latest()}
     if start.isdigit():
         specs["at_start"] = OffsetSpec.for_timestamp(int(start))
-    found = list_offsets(admin, partitions, specs, settings)
+    found = list_offsets(admin, partitions, specs, settings, timeout)
     watermarks = {tp: (found["low"][tp], found["high"][tp]) for tp in partitions}
     return watermarks, start_offsets(watermarks, start, found.get("at_start", {}))
 

@@ -15,7 +15,7 @@ def source_config(pipeline_config, broker):
 
     The source reads `topics` (default: the topic named like the source) or `topic_pattern` from the
     test broker, decodes with the options the simulator encodes with (unless `options` is given), and
-    takes `landing` / `decoding` settings as overrides, `tables` as its table rules and `gold` as its gold settings; `runtime` replaces the
+    takes `kafka` / `landing` / `decoding` settings as overrides, `tables` as its table rules and `gold` as its gold settings; `runtime` replaces the
     test session's runtime.
     """
     from spark_jobs.config import KafkaSettings, SchemaRegistrySettings, SourceSettings
@@ -29,6 +29,7 @@ def source_config(pipeline_config, broker):
         topic_pattern: str | None = None,
         options: dict | None = None,
         registry: str | None = None,
+        kafka: dict | None = None,
         landing: dict | None = None,
         decoding: dict | None = None,
         runtime=None,
@@ -38,7 +39,7 @@ def source_config(pipeline_config, broker):
         source = SourceSettings(
             name=name,
             protocol=protocol,
-            kafka=KafkaSettings(bootstrap_servers=broker.bootstrap),
+            kafka=KafkaSettings(**{"bootstrap_servers": broker.bootstrap, **(kafka or {})}),
             topics=list(topics) if topics is not None else ([] if topic_pattern else [name]),
             topic_pattern=topic_pattern,
             options=dict(EXTENSION_OPTIONS[protocol] if options is None else options),

@@ -77,9 +77,9 @@ def test_killed_supervised_paused_and_stopped_the_driver_loses_and_doubles_nothi
 ):
     rng = random.Random(SEED)
     workload = fault_workload()
-    config = config_file(
-        source_config(SOURCE, "canal-json", runtime=own_runtime(tmp_path / "lake")), tmp_path / "pipeline.yaml"
-    )
+    # the outage's pause comes after the broker's timeout (30 s by default)
+    runtime, kafka = own_runtime(tmp_path / "lake"), {"timeout_seconds": 5}
+    config = config_file(source_config(SOURCE, "canal-json", runtime=runtime, kafka=kafka), tmp_path / "pipeline.yaml")
     local_dir = load_config(config).local_dir
     broker.create_topics([SOURCE], partitions=1)
     parts = slices(workload, 4, rng, SOURCE)

@@ -81,6 +81,10 @@ def test_valid_config_loads_with_env_and_secrets(tmp_path, monkeypatch):
             ("      bootstrap_servers: ${TEST_BOOTSTRAP:-127.0.0.1:9092}\n", ""),
             "sources[0].kafka: missing required key 'bootstrap_servers'",
         ),
+        (
+            ("      sasl_mechanism: PLAIN\n", "      sasl_mechanism: PLAIN\n      timeout_seconds: 0\n"),
+            "sources[0].kafka.timeout_seconds: must be 1 or more, got 0",
+        ),
         (("mode: embedded", "mode: cloud"), "runtime.mode: 'cloud' is not allowed; allowed: embedded, cluster"),
         (
             ("  local_dir: lake", "  local_dir: lake\n  dbt_target: thrift"),

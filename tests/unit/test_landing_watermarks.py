@@ -25,15 +25,18 @@ class StandInAdmin:
     def __init__(self, offsets: dict, failing: tuple = ()):
         self.offsets, self.failing = offsets, failing
         self.calls: list[tuple[str, int, object]] = []
+        self.timeouts: set[float] = set()
 
     def list_topics(self, timeout):
         self.calls.append(("list_topics", 0, None))
+        self.timeouts.add(timeout)
         topics: dict[str, dict[int, None]] = {}
         for topic, partition in self.offsets:
             topics.setdefault(topic, {})[partition] = None
         return SimpleNamespace(topics={t: SimpleNamespace(error=None, partitions=parts) for t, parts in topics.items()})
 
     def list_offsets(self, wanted, isolation_level, request_timeout):
+        self.timeouts.add(request_timeout)
         kind = type(next(iter(wanted.values()))).__name__
         self.calls.append((kind, len(wanted), isolation_level))
         answers = {}
@@ -49,11 +52,11 @@ class StandInAdmin:
         return answers
 
 
-def source(start: str = "earliest", **topics) -> SourceSettings:
+def source(start: str = "earliest", timeout_seconds: int = 30, **topics) -> SourceSettings:
     return SourceSettings(
         name="wm",
         protocol="canal-json",
-        kafka=KafkaSettings(bootstrap_servers="127.0.0.1:9"),
+        kafka=KafkaSettings(bootstrap_servers="127.0.0.1:9", timeout_seconds=timeout_seconds),
         landing=LandingSettings(start=start),
         **(topics or {"topic_pattern": r"wm_\d+"}),
     )
@@ -87,6 +90,12 @@ def test_start_latest_and_start_at_a_time():
     assert starts == {tp: 4 if tp[1] == 0 else 5 for tp in BROKER}
 
 
+def test_every_request_waits_the_sources_kafka_timeout():
+    admin = StandInAdmin(BROKER)
+    partition_watermarks(admin, source(timeout_seconds=5), {})
+    assert admin.timeouts == {5}
+
+
 def test_the_consumers_isolation_level_is_kept():
     admin = StandInAdmin(BROKER)
     partition_watermarks(admin, source(), {"isolation.level": "read_uncommitted"})
@@ -108,7 +117,7 @@ def test_a_listed_topic_that_does_not_exist_is_skipped_with_a_warning(caplog):
 def test_a_partition_whose_lookup_failed_fails_the_lookup():
     admin = StandInAdmin(BROKER, failing=(("wm_007", 1),))
     with pytest.raises(KafkaException, match="timed out"):
-        list_offsets(admin, sorted(BROKER), {"high": OffsetSpec.latest()}, {})
+        list_offsets(admin, sorted(BROKER), {"high": OffsetSpec.latest()}, {}, timeout=30)
 
 
 def test_the_log_of_a_run_over_many_partitions_is_two_lines():
