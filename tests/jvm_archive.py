@@ -30,7 +30,9 @@ from pathlib import Path
 from spark_jobs.runtime import iceberg_runtime
 
 REPO = Path(__file__).resolve().parent.parent
-JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+# C1 only and the serial collector: small heaps on two busy cores, where C2 and G1's concurrent threads cost more
+# CPU than they save (docs/environment.md)
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a mismatched archive is a fallback, not a warning on stdout
 JVM_DIR = REPO / ".local" / "jvm"  # the archives, and the Iceberg runtime's relocated Jackson (jars/) for every JVM
 
