@@ -120,7 +120,7 @@ class BrokerWatch(logging.Handler):
 @contextmanager
 def metadata_consumer(settings: dict, source: str, group_id: str = "ticdc-lake-planner"):
     """A quiet consumer for the driver's metadata, watermark and offsets-for-times calls (give each
-    `timeout=kafka.timeout_seconds`): a KafkaException from any of them comes out as one
+    the source's `kafka.timeout_seconds`): a KafkaException from any of them comes out as one
     BrokerUnavailableError line naming the source, the broker and what to check."""
     from confluent_kafka import Consumer
 
