@@ -56,12 +56,12 @@ def own_broker(tmp_path):
 
 @pytest.fixture
 def lakehouse(source_config, config_file, tmp_path):
-    """Factory: a config file whose only source `name` reads `topic` from `bootstrap`, on a lakehouse of its own."""
+    """Factory: a config file whose only source `name` reads `topic` from `bootstrap` (other `kafka` settings as
+    keywords), on a lakehouse of its own."""
     runtime = own_runtime(tmp_path / "lake")
 
-    def make(name: str, topic: str, bootstrap: str, timeout_seconds: int = 30) -> Path:
-        kafka = {"bootstrap_servers": bootstrap, "timeout_seconds": timeout_seconds}
-        config = source_config(name, topics=[topic], runtime=runtime, kafka=kafka)
+    def make(name: str, topic: str, bootstrap: str, **kafka) -> Path:
+        config = source_config(name, topics=[topic], runtime=runtime, kafka={"bootstrap_servers": bootstrap, **kafka})
         return config_file(config, tmp_path / f"{name}.yaml")
 
     return make
