@@ -11,14 +11,15 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-fast lint format bench bench-decode bench-land bench-silver bench-gold bench-freshness lock venv check-java check-browser check-mariadb clean cluster-up cluster-demo cluster-down
 
-# Bytecode: the last install compiles all of site-packages (uv compiles nothing by default), and `venv` compiles
-# the checkout's own code where it is stale, on every call. These machines set PYTHONDONTWRITEBYTECODE, so without
-# it every process compiles every module it imports from source: `import airflow` took 6.4 s instead of 3.0.
+# Bytecode: the sync compiles all of site-packages (uv compiles nothing by default; uv 0.13's install compiles only
+# what it installed, so the flag belongs on the sync), and `venv` compiles the checkout's own code where it is
+# stale, on every call. These machines set PYTHONDONTWRITEBYTECODE, so without it every process compiles every
+# module it imports from source: `import airflow` took 6.4 s instead of 3.0.
 $(STAMP): requirements.lock pyproject.toml devkit/pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
-	$(BIN)/uv pip sync --python $(BIN)/python --quiet requirements.lock
+	$(BIN)/uv pip sync --python $(BIN)/python --quiet --compile-bytecode requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode --no-deps -e . -e devkit
 	@touch $@
 
