@@ -8,6 +8,7 @@ machine's cache lacks (uv fetches a wheel's metadata then)."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import zipfile
@@ -107,3 +108,12 @@ def test_what_executors_run_imports_nothing_their_environment_leaves_out():
     ]
     done = subprocess.run([sys.executable, "-c", EXECUTOR_CHECK, *modules], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("module", ["airflow", "dbt.cli.main", "pyspark.sql", "pyarrow", "spark_jobs.silver.build"])
+def test_the_venv_holds_compiled_bytecode(module):
+    """`make venv` compiles site-packages and the checkout: these machines set PYTHONDONTWRITEBYTECODE, so a module
+    without its `.pyc` is compiled from source by every process that imports it (uv 0.13 compiled only the two
+    editable packages when the flag was on the install alone, and every run paid seconds of CPU for it)."""
+    source = importlib.util.find_spec(module).origin
+    assert Path(importlib.util.cache_from_source(source)).exists(), f"{module}: no bytecode beside {source}; run make venv"
