@@ -116,4 +116,6 @@ def test_the_venv_holds_compiled_bytecode(module):
     without its `.pyc` is compiled from source by every process that imports it (uv 0.13 compiled only the two
     editable packages when the flag was on the install alone, and every run paid seconds of CPU for it)."""
     source = importlib.util.find_spec(module).origin
-    assert Path(importlib.util.cache_from_source(source)).exists(), f"{module}: no bytecode beside {source}; run make venv"
+    assert Path(importlib.util.cache_from_source(source)).exists(), (
+        f"{module}: no bytecode beside {source}; run make venv"
+    )
