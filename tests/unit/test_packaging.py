@@ -4,7 +4,10 @@ kit (devkit/), the tests or the benchmarks, and installed into a new venv with n
 
 The venv is filled from uv's cache (`make venv` filled it from requirements.lock), hard-linked: a few seconds, not a
 download. Not offline: `uv pip sync` caches the wheels but not the metadata a resolution reads, which a new
-machine's cache lacks (uv fetches a wheel's metadata then)."""
+machine's cache lacks (uv fetches a wheel's metadata then).
+
+The development venv itself is checked for one thing: its packages are compiled to bytecode, as `make venv` leaves
+them."""
 
 from __future__ import annotations
 
