@@ -3,8 +3,9 @@
     python bench/decode.py [--messages N]
 
 For each protocol variant the simulator encodes N row changes of an orders-like table (2/3 inserts,
-1/3 updates, TiDB extension on). In the same run it measures, best of 3, the codec's decode over all
-messages and the floor: orjson.loads of the same values (Open: of each JSON item inside the
+1/3 updates, TiDB extension on). In the same run it measures, best of 5 taken in turns (floor, codec,
+row-wise decoder, then again: a change in the machine's load reaches all of them alike), the codec's decode over
+all messages and the floor: orjson.loads of the same values (Open: of each JSON item inside the
 framing), fastavro.schemaless_reader of the same payloads with pre-parsed schemas (Avro: key and
 value, as the codec reads both; Simple-Avro: the value). The ratio is the throughput ratio, decode
 msg/s / floor msg/s (= floor time / decode time): 1.0 would mean decoding costs no more than
@@ -43,7 +44,7 @@ if str(ROOT) not in sys.path:
 import fastavro  # noqa: E402
 import orjson  # noqa: E402
 
-from bench.harness import best_of, summary_row, write_summary  # noqa: E402
+from bench.harness import best_of_alternated, summary_row, write_summary  # noqa: E402
 from spark_jobs.codecs import (  # noqa: E402
     PROTOCOLS,
     column_decoder,
@@ -56,7 +57,7 @@ from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, Message, RowCha
 from ticdc_devkit.simulator.stream import EXTENSION_OPTIONS, encode_stream  # noqa: E402
 from ticdc_devkit.simulator.workload import create_table_sql  # noqa: E402
 
-REPEATS = 3
+REPEATS = 5
 COLUMN_BATCH = 10_000  # bronze rows per Arrow batch that silver's decode gets (Spark's default)
 BASE_MS = 1_763_800_000_000
 
@@ -249,8 +250,10 @@ def checksum_cost(protocol: str, events: list, registry_url: str) -> tuple[str, 
     if protocol == "avro":
         options["schema-registry-url"] = registry_url
     messages = encode_stream(protocol, events, options=options)
-    on_time, _ = best_of(decode_all(protocol, messages, options), REPEATS)
-    off_time, _ = best_of(decode_all(protocol, messages, {**options, "verify-checksums": False}), REPEATS)
+    (on_time, _), (off_time, _) = best_of_alternated(
+        [decode_all(protocol, messages, options), decode_all(protocol, messages, {**options, "verify-checksums": False})],
+        REPEATS,
+    )
     return protocol, len(messages), len(messages) / on_time, len(messages) / off_time
 
 
@@ -297,14 +300,14 @@ def main(argv: list[str] | None = None) -> None:
             messages = encode_stream(protocol, events, options=options)
             gc.collect()
             gc.freeze()  # the benchmark's own objects (streams, messages) are not the decoder's to scan
-            floor_time, _ = best_of(floor_of(protocol, messages, registry_url), REPEATS)
             run = decode_all(protocol, messages, options)
-            decode_time, decoded = best_of(run, REPEATS)
-            row_wise_time = decode_time
+            timed = [floor_of(protocol, messages, registry_url), run]
             if column_decoder(
                 make_decoder(protocol, {k: v for k, v in options.items() if k in decoder_class(protocol).OPTIONS})
             ):
-                row_wise_time, _ = best_of(decode_all(protocol, messages, options, row_wise=True), REPEATS)
+                timed.append(decode_all(protocol, messages, options, row_wise=True))
+            (floor_time, _), (decode_time, decoded), *row_wise = best_of_alternated(timed, REPEATS)
+            row_wise_time = row_wise[0][0] if row_wise else decode_time
             results.append(
                 (
                     protocol,

@@ -79,9 +79,17 @@ def write_summary(path: str | None, rows: list[dict]) -> None:
 def best_of(fn: Callable[[], T], repeats: int = 3) -> tuple[float, T]:
     """The fastest of `repeats` calls, in seconds (what the work costs, less the machine's other load), and what
     the last call returned."""
-    best = float("inf")
+    return best_of_alternated([fn], repeats)[0]
+
+
+def best_of_alternated(fns: list[Callable[[], T]], repeats: int = 3) -> list[tuple[float, T]]:
+    """`best_of` for work whose times are compared (a codec and its floor): the calls take turns, round after
+    round, so that a change in the machine's other load reaches each alike instead of whichever ran then."""
+    best = [float("inf")] * len(fns)
+    results: list[T] = [None] * len(fns)  # type: ignore[list-item]
     for _ in range(repeats):
-        started = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - started)
-    return best, result
+        for i, fn in enumerate(fns):
+            started = time.perf_counter()
+            results[i] = fn()
+            best[i] = min(best[i], time.perf_counter() - started)
+    return list(zip(best, results, strict=True))
