@@ -251,7 +251,10 @@ def checksum_cost(protocol: str, events: list, registry_url: str) -> tuple[str, 
         options["schema-registry-url"] = registry_url
     messages = encode_stream(protocol, events, options=options)
     (on_time, _), (off_time, _) = best_of_alternated(
-        [decode_all(protocol, messages, options), decode_all(protocol, messages, {**options, "verify-checksums": False})],
+        [
+            decode_all(protocol, messages, options),
+            decode_all(protocol, messages, {**options, "verify-checksums": False}),
+        ],
         REPEATS,
     )
     return protocol, len(messages), len(messages) / on_time, len(messages) / off_time
