@@ -1041,13 +1041,8 @@ class _Shape:
             row_flags["old_value_partial"] = is_update
         elif any(self.partial):
             row_flags["old_value_partial"] = pa.array(np.repeat(np.array(self.partial, bool), counts))
-        if bad is not None:
-            kept = columns.without_rejected(bad, message, (commit_ts, op, before, after), row_flags, row_wise)
-            if kept is None:
-                return None
-            (message, commit_ts, op, before, after), row_flags = kept
         flags = (*types.flags, "commit_ts_inferred") if self.inferred else types.flags
-        return RowBlock(
+        block = RowBlock(
             self.database or None,
             self.table or None,
             self.key_columns,
@@ -1061,6 +1056,7 @@ class _Shape:
             flags,
             row_flags,
         )
+        return columns.without_rejected(block, bad, row_wise)
 
 
 def _rows(types: _ColumnTypes, images: list[msgspec.Raw]) -> list[tuple[Any, ...] | None]:

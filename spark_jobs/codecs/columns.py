@@ -10,6 +10,7 @@ decoded row-wise (the reference), which gives the exact DecodeError; the rest of
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_jobs.canonical.blocks import RowBlock
 from spark_jobs.codecs import fast_paths
 
 # what msgspec raises for a message a column path does not read, which then goes to the row-wise `decode`
@@ -165,18 +167,18 @@ def _is_date(text: str) -> bool:
     return True
 
 
-def without_rejected(
-    bad: Any, message: Any, rows: tuple[Any, ...], row_flags: dict[str, Any], row_wise: list[int]
-) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-    """A block's row arrays and row flags without the messages that hold a value a converter rejected (`bad`
-    marks its rows): those messages go to `row_wise`, where `decode` gives their exact error. (message, *rows)
-    and the flags filtered alike; None when no row is left."""
-    rejected = pc.unique(message.filter(bad))
+def without_rejected(block: RowBlock, bad: Any, row_wise: list[int]) -> RowBlock | None:
+    """The block without the messages that hold a value a converter rejected (`bad` marks their rows; None: no
+    row): those messages go to `row_wise`, where `decode` gives their exact error. None when no row is left."""
+    if bad is None or not pc.any(bad).as_py():
+        return block
+    rejected = pc.unique(block.message.filter(bad))
     row_wise.extend(rejected.to_pylist())
-    fine = pc.invert(pc.is_in(message, rejected))
+    fine = pc.invert(pc.is_in(block.message, rejected))
     if not pc.any(fine).as_py():
         return None
-    return tuple(a.filter(fine) for a in (message, *rows)), {f: mask.filter(fine) for f, mask in row_flags.items()}
+    kept = {name: getattr(block, name).filter(fine) for name in ("message", "commit_ts", "op", "before", "after")}
+    return dataclasses.replace(block, **kept, row_flags={f: mask.filter(fine) for f, mask in block.row_flags.items()})
 
 
 def _utc_minute(minute: Callable[[str], str | None], text: str) -> str | None:

@@ -1069,13 +1069,7 @@ class _Gathered:
         missing = (ops == _UPDATE) & ~has_old
         if missing.any():
             row_flags["old_value_missing"] = pa.array(missing)
-        if rejected.any():
-            rows = (commit_ts, op, before, after)
-            kept = columns.without_rejected(pa.array(rejected), message, rows, row_flags, row_wise)
-            if kept is None:
-                return None
-            (message, commit_ts, op, before, after), row_flags = kept
-        return RowBlock(
+        block = RowBlock(
             self.database,
             self.table,
             list(self.key_columns),
@@ -1089,6 +1083,7 @@ class _Gathered:
             shape.flags,
             row_flags,
         )
+        return columns.without_rejected(block, pa.array(rejected), row_wise)
 
 
 def _concatenated(pieces: list[Any]) -> Any:

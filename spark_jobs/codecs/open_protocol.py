@@ -1546,13 +1546,7 @@ class _Gathered:
             row_flags["old_value_partial"] = is_update
         elif missing is not None and pc.any(missing).as_py():
             row_flags["old_value_partial"] = pc.replace_with_mask(pa.array(np.zeros(count, bool)), is_update, missing)
-        if rejected.any():
-            rows = (commit_ts, op, before, after)
-            kept = columns.without_rejected(pa.array(rejected), message, rows, row_flags, row_wise)
-            if kept is None:
-                return None
-            (message, commit_ts, op, before, after), row_flags = kept
-        return RowBlock(
+        block = RowBlock(
             shape.database,
             shape.table,
             list(shape.key_columns),
@@ -1566,6 +1560,7 @@ class _Gathered:
             shape.flags,
             row_flags,
         )
+        return columns.without_rejected(block, pa.array(rejected), row_wise)
 
 
 __all__ = [

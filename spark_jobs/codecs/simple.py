@@ -1434,13 +1434,8 @@ class _Shape:
             images[image] = struct_of([c.name for c in self.schema.columns], columns_of, present)
         commit_ts = pa.array(self.commit_ts, pa.int64())
         before, after = images["old"], images["data"]
-        if pc.any(bad).as_py():
-            kept = columns.without_rejected(bad, message, (commit_ts, op, before, after), {}, row_wise)
-            if kept is None:
-                return None
-            (message, commit_ts, op, before, after), _ = kept
         schema = self.schema
-        return RowBlock(
+        block = RowBlock(
             schema.database,
             schema.table,
             schema.key_columns,
@@ -1453,6 +1448,7 @@ class _Shape:
             after,
             schema_version=schema.version,
         )
+        return columns.without_rejected(block, bad, row_wise)
 
 
 _ABSENT = object()  # an image the op does not have (an insert's old, a delete's data)
