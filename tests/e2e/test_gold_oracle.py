@@ -574,7 +574,9 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
     # Debezium without its schema: its rows carry JSON's types alone, which no table typed by its rows alone can
     # turn into upstream's, so that stream starts with no table from before the changefeed (README, "Types")
     schemaless = protocol == "debezium" and random.Random(f"schemaless {seed}").random() < 0.4
-    workload = random_workload(seed, tables=3, changes=70, preexisting=0 if schemaless else 1, protocol=protocol)
+    workload = random_workload(
+        seed, tables=3, changes=70, preexisting=0 if schemaless else 1, protocol=protocol, key_change=True
+    )
     if protocol in WITH_KEYLESS:
         workload = with_keyless_table(workload, rng)
     source = "oracle_" + protocol.replace("-", "_") + (f"_{run}" if run else "")

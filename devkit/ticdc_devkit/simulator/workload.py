@@ -29,7 +29,7 @@ from spark_jobs.canonical.values import (
     to_float32,
 )
 from ticdc_devkit.simulator.avro import sanitize_name
-from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, Event, RowChange, Table, Watermark
+from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, Event, RowChange, Table, Watermark, key_changed
 from ticdc_devkit.simulator.oracle import fill_value, zero_value
 
 # protocol -> {what the generator avoids: why}. A DDL type name means that DDL is never drawn; the other
@@ -116,16 +116,19 @@ def random_workload(
     protocol: str | None = None,
     hostile_names: bool = False,
     tick_ms: tuple[int, int] = (1, 40),
+    key_change: bool = False,
 ) -> Workload:
     """`changes` row changes over `tables` tables at the start (`preexisting` of them from before the stream),
     with DDL between them when `ddl`, and a resolved ts last. Transactions are `tick_ms` apart (a random number
-    of milliseconds in that range, most of the time), so a wide range spreads the stream over days."""
+    of milliseconds in that range, most of the time), so a wide range spreads the stream over days. `key_change`:
+    the stream holds at least one update that changes a row's key (one more change at its end where the draws gave
+    none; a stream that has one is the same either way)."""
     if protocol is not None and protocol not in PROTOCOL_LIMITS:
         raise ValueError(f"unknown protocol {protocol!r}")
     avoided = PROTOCOL_LIMITS[protocol] if protocol else {}
     generator = _Generator(random.Random(seed), avoided, hostile_names, tick_ms)
     old = generator.start(tables, preexisting)
-    generator.run(changes, ddl)
+    generator.run(changes, ddl, key_change)
     return Workload(seed, protocol, generator.events, old, dict(avoided))
 
 
@@ -434,7 +437,7 @@ class _Generator:
                 self.insert_surely(self.live[(table.database, table.name)])
         return old
 
-    def run(self, changes: int, ddl: bool) -> None:
+    def run(self, changes: int, ddl: bool, key_change: bool = False) -> None:
         done = 0
         while done < changes:
             self.new_transaction()
@@ -447,7 +450,18 @@ class _Generator:
                 self.commit(Watermark(self.tick()))
             if self.rng.random() < 0.03 and self.live:
                 self.commit(Bootstrap(self.rng.choice(list(self.live.values())).table))
+        if key_change and not any(isinstance(e, RowChange) and key_changed(e) for e in self.events):
+            self.key_change_surely()
         self.commit(Watermark(self.tick()))
+
+    def key_change_surely(self) -> None:
+        """An update that changes a row's key, in a transaction of its own, drawing rows and keys until one fits."""
+        keyed = [live for live in self.live.values() if live.rows and live.table.key]
+        if not keyed:
+            raise ValueError("no table with a key has a row whose key could change")
+        self.new_transaction()
+        while not self.update(self.rng.choice(keyed), key_change=True):
+            pass
 
     def random_change(self) -> int:
         if not self.live:
@@ -482,7 +496,9 @@ class _Generator:
         while not self.insert(live):
             pass
 
-    def update(self, live: _Live) -> int:
+    def update(self, live: _Live, key_change: bool = False) -> int:
+        """An update of a row (of its key too, one time in five, or when `key_change`); 0 where the draw does not
+        fit (the row or the new key touched in this transaction, the new key taken)."""
         key = self.rng.choice(list(live.rows))
         if not self._fresh(live, key):
             return 0
@@ -491,7 +507,7 @@ class _Generator:
         others = [c for c in live.table.columns if c.name not in live.table.key]
         for c in self.rng.sample(others, min(len(others), self.rng.randint(1, 3))):
             after[c.name] = None if c.nullable and self.rng.random() < 0.1 else self._value(c, c.name in live.digits)
-        if self.rng.random() < 0.2 or not others:
+        if key_change or self.rng.random() < 0.2 or not others:
             new_key = self._key(live)
             if new_key in live.rows or not self._fresh(live, new_key):
                 return 0
