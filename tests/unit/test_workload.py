@@ -64,6 +64,28 @@ def test_same_seed_same_workload_in_any_process():
     assert len(fingerprints) == 1
 
 
+def test_a_workload_asked_for_a_key_change_has_one_and_is_otherwise_the_same():
+    """Seed 20280128 (Simple-Avro, 70 changes) draws no key-changing update: asked for one, the stream gains it at
+    its end, before the last resolved ts, moving a row upstream has to a key it has not; a seed that drew one is
+    unchanged."""
+    args = {"tables": 3, "changes": 70, "preexisting": 1, "protocol": "simple-avro"}
+    plain, asked = random_workload(20280128, **args), random_workload(20280128, key_change=True, **args)
+    assert not any(isinstance(e, RowChange) and key_changed(e) for e in plain.events)
+    (added,) = [e for e in asked.events if isinstance(e, RowChange) and key_changed(e)]
+    assert asked.events[-2] is added and isinstance(asked.events[-1], Watermark)
+    assert asked.events[:-2] == plain.events[:-1]
+    name = (added.table.database, added.table.name)
+    old_key, new_key = key_text(added.table, added.before), key_text(added.table, added.after)
+    before, after = (
+        upstream_state(events, preexisting=asked.preexisting)[name] for events in (plain.events, asked.events)
+    )
+    assert old_key in before and new_key not in before
+    assert old_key not in after and new_key in after
+    drew_one = random_workload(20261124, **{**args, "protocol": "open"})
+    assert any(isinstance(e, RowChange) and key_changed(e) for e in drew_one.events)
+    assert random_workload(20261124, key_change=True, **{**args, "protocol": "open"}) == drew_one
+
+
 def variants(events: list) -> set[str]:
     """The DDL kinds and row-change shapes a stream holds, read from its events."""
     found: set[str] = set()
