@@ -108,6 +108,21 @@ def test_an_empty_column_list_stops_the_run_naming_it(tmp_path):
         load_config(path)
 
 
+def test_a_column_left_out_under_a_table_s_old_name_and_kept_under_its_new_one_needs_a_snapshot():
+    """The soak's seed 29 of Canal-JSON: `code` of shop.stock left out, the table renamed shop.products, where no
+    rule leaves it out: its values so far never reached silver."""
+    rules = TableRules(exclude_columns={"shop.stock": ["code"]})
+    steps = [
+        _statement(1, "CREATE TABLE shop.stock (code json, amount int primary key)", "shop", "stock"),
+        _statement(2, "RENAME TABLE shop.stock TO shop.products", "shop", "products"),
+        _statement(3, "ALTER TABLE shop.products ADD COLUMN note int", "shop", "products"),
+    ]
+    events = within_rules(rules, _derived_events("s", "canal-json", steps))
+    assert [(e.table, e.needs_snapshot) for e in events] == [("stock", False), ("products", True), ("products", False)]
+    left_out = [{c["name"] for c in json.loads(e.table_schema)["columns"] if c.get("left_out")} for e in events]
+    assert left_out == [{"code"}, set(), set()]
+
+
 def test_a_column_renamed_from_a_left_out_name_to_a_kept_one_needs_a_snapshot():
     rules = TableRules(exclude_columns={"shop.customers": ["email"]})
     steps = [
