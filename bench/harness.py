@@ -86,10 +86,10 @@ def best_of_alternated(fns: list[Callable[[], T]], repeats: int = 3) -> list[tup
     """`best_of` for work whose times are compared (a codec and its floor): the calls take turns, round after
     round, so that a change in the machine's other load reaches each alike instead of whichever ran then."""
     best = [float("inf")] * len(fns)
-    results: list[T] = [None] * len(fns)  # type: ignore[list-item]
+    results: dict[int, T] = {}
     for _ in range(repeats):
         for i, fn in enumerate(fns):
             started = time.perf_counter()
             results[i] = fn()
             best[i] = min(best[i], time.perf_counter() - started)
-    return list(zip(best, results, strict=True))
+    return [(best[i], results[i]) for i in range(len(fns))]

@@ -5,10 +5,11 @@ least one in every seed, deletes, every DDL the generator draws, a table that ex
 watermarks) is encoded as TiCDC would, split into several landings at random points with redeliveries, and carried
 through the real pipeline (broker, bronze, silver, dbt gold). After each run gold must equal the oracle
 (ticdc_devkit.simulator.oracle) as of the consistent timestamp, row by row and value by value, and every gold
-table's columns and types must be the upstream table's. Its history table must answer, for every moment up to the consistent timestamp
-(every earlier consistent ts and every commit ts of the stream, and the moment just before each), exactly the
-rows upstream had then, in the table's latest shape. A rebuild from silver equals the incremental gold and history,
-and a rerun changes nothing (checked on one variant: with nothing new, no protocol's data is read).
+table's columns and types must be the upstream table's. Its history table must answer, for every moment up to the
+consistent timestamp (every earlier consistent ts and every commit ts of the stream, and the moment just before
+each), exactly the rows upstream had then, in the table's latest shape. A rebuild from silver equals the
+incremental gold and history, and a rerun changes nothing (checked on one variant: with nothing new, no
+protocol's data is read).
 
 The paths (VARIANTS): Canal-JSON, whose stream carries the DDL text and sends key-changing updates unsplit
 (`output-raw-change-event`), and Avro, whose schemas come from the registry without DDL text and whose deletes
