@@ -164,11 +164,15 @@ def assert_gold_is_upstream(
     the removal's commit time (with `exact_deletes` off, a time: the protocol's deletes carry none). A key
     `erased` from a table ((database, table) -> its key's values) is in none of it. An Avro delete placed on the
     other side of `as_of` than upstream's (`deletes_in_flight`) is as placed, and not compared further. With
-    `unscaled_decimals` the stream gave no DECIMAL's scale: gold holds each value's text as sent."""
-    rows = upstream_state(workload.events, as_of=as_of, preexisting=workload.preexisting)
+    `unscaled_decimals` the stream gave no DECIMAL's scale: gold holds each value's text as sent, which a MODIFY
+    that widens a DECIMAL's scale (or makes an integer a DECIMAL) does not pad upstream's way."""
+    as_sent = unscaled_decimals
+    rows = upstream_state(workload.events, as_of=as_of, preexisting=workload.preexisting, decimals_as_sent=as_sent)
     gold = gold or GoldSettings()
     removed = {
-        mode: removed_rows(workload.events, mode, as_of=as_of, preexisting=workload.preexisting)
+        mode: removed_rows(
+            workload.events, mode, as_of=as_of, preexisting=workload.preexisting, decimals_as_sent=as_sent
+        )
         for mode in ("soft", "ignore")
     }
     schemas = kept_schemas(workload, as_of, rules)
@@ -248,18 +252,26 @@ def kept_schemas(workload, as_of: int, rules: TableRules | None) -> dict:
 
 
 def assert_history_is_upstream(
-    spark, source: str, workload, now: int, moments: list[int], rules: TableRules | None = None
+    spark,
+    source: str,
+    workload,
+    now: int,
+    moments: list[int],
+    rules: TableRules | None = None,
+    unscaled_decimals: bool = False,
 ) -> None:
     """For every gold table and every moment up to `now`: the versions its history table holds open at that
     moment are upstream's rows then, in the table's shape as of `now`. An Avro delete carries no commit ts
     and is placed one past the change before it on its partition (docs/architecture.md, invariant 7): between
     that moment and the delete's true ts the row must be as placed, and is left out of the comparison. No
-    history is of a table the table `rules` leave out."""
+    history is of a table the table `rules` leave out. With `unscaled_decimals`, as in `assert_gold_is_upstream`."""
     schemas = kept_schemas(workload, now, rules)
     namespace = names.gold_namespace(source)
     histories = {t for t in gold_tables(spark, source) if t.endswith(names.HISTORY_SUFFIX)}
     shapes = {
-        moment: upstream_state_in_shape(workload.events, moment, now, preexisting=workload.preexisting)
+        moment: upstream_state_in_shape(
+            workload.events, moment, now, preexisting=workload.preexisting, decimals_as_sent=unscaled_decimals
+        )
         for moment in moments
         if moment <= now
     }
@@ -616,7 +628,7 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
             )
             consistent.append(result.consistent_ts)
             moments = moments_of(workload, rng, consistent)
-            assert_history_is_upstream(spark, source, workload, result.consistent_ts, moments, rules)
+            assert_history_is_upstream(spark, source, workload, result.consistent_ts, moments, rules, unscaled)
     assert result.consistent_ts is not None
     if result.consistency == "watermark":
         assert result.consistent_ts == workload.consistent_ts

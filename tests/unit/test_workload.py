@@ -388,6 +388,26 @@ def test_oracle_create_table_starts_empty_also_after_a_drop():
     assert upstream_schemas(events)[("shop", "items")] == other
 
 
+def test_oracle_pads_a_decimal_whose_scale_a_modify_widens_unless_asked_for_the_text_as_sent():
+    before = with_columns(ITEMS, Column("id", "bigint", nullable=False), Column("price", "decimal(10,2)"))
+    after = with_columns(ITEMS, Column("id", "bigint", nullable=False), Column("price", "decimal(12,3)"))
+    events = [
+        create(1, before),
+        insert(2, before, id=1, price=Decimal("1.50")),
+        Ddl(
+            tso(3), "shop", "items", "ALTER TABLE `items` MODIFY `price` decimal(12,3)", "modify_column", after, before
+        ),
+        insert(4, after, id=2, price=Decimal("2.25")),
+    ]
+    assert upstream_state(events) == {
+        ("shop", "items"): {("1",): {"id": "1", "price": "1.500"}, ("2",): {"id": "2", "price": "2.250"}}
+    }
+    # Avro's string decimals carry no scale: a row written before the MODIFY keeps the text it was sent with
+    assert upstream_state(events, decimals_as_sent=True) == {
+        ("shop", "items"): {("1",): {"id": "1", "price": "1.50"}, ("2",): {"id": "2", "price": "2.250"}}
+    }
+
+
 def test_oracle_rename_table_moves_rows_along_a_chain():
     b, c = replace(ITEMS, name="b"), replace(ITEMS, name="c")
     events = items_with_rows() + [

@@ -122,8 +122,12 @@ def _renames(before: Table, after: Table) -> dict[str, str]:
     return dict(zip(new, gone))
 
 
-def _reshape(rows: Rows, before: Table | None, after: Table, renames: dict[str, str]) -> Rows:
-    """The rows in `after`'s columns: kept (renamed, converted) where the column was there, else filled."""
+def _reshape(
+    rows: Rows, before: Table | None, after: Table, renames: dict[str, str], decimals_as_sent: bool = False
+) -> Rows:
+    """The rows in `after`'s columns: kept (renamed, converted) where the column was there, else filled. With
+    `decimals_as_sent` a value that becomes a DECIMAL keeps its text: what a stream without DECIMAL scales (Avro's
+    string decimals) last sent of it."""
     sources = {c.name: c for c in before.columns} if before is not None else {}
     out: Rows = {}
     for row in rows.values():
@@ -131,7 +135,9 @@ def _reshape(rows: Rows, before: Table | None, after: Table, renames: dict[str, 
         for column in after.columns:
             source = sources.get(renames.get(column.name, column.name))
             if source is not None:
-                new[column.name] = converted_text(row.get(source.name), source, column)
+                text = row.get(source.name)
+                as_sent = decimals_as_sent and column.base == "decimal"
+                new[column.name] = text if as_sent else converted_text(text, source, column)
             elif before is None and column.name in row:
                 new[column.name] = row[column.name]
             else:
@@ -152,12 +158,17 @@ class Upstream:
     """
 
     def __init__(
-        self, preexisting: Iterable[Table] = (), deletes: str = "hard", inserts_at: frozenset[tuple] = frozenset()
+        self,
+        preexisting: Iterable[Table] = (),
+        deletes: str = "hard",
+        inserts_at: frozenset[tuple] = frozenset(),
+        decimals_as_sent: bool = False,
     ):
         self.schemas: dict[Name, Table] = {(t.database, t.name): t for t in preexisting}
         self.rows: dict[Name, Rows] = {name: {} for name in self.schemas}
         self.removed: dict[Name, dict[tuple, tuple[dict[str, str | None], int]]] = {}
         self.deletes, self.inserts_at = deletes, inserts_at
+        self.decimals_as_sent = decimals_as_sent
 
     def apply(self, e: Event) -> None:
         if isinstance(e, Ddl):
@@ -194,10 +205,11 @@ class Upstream:
         elif e.table_after is not None:
             before = schemas.get(name) or e.table_before
             renames = _renames(before, e.table_after) if e.ddl_type == "rename_column" and before is not None else {}
-            rows[name] = _reshape(rows.get(name, {}), before, e.table_after, renames)
+            as_sent = self.decimals_as_sent
+            rows[name] = _reshape(rows.get(name, {}), before, e.table_after, renames, as_sent)
             kept = removed.get(name, {})
             if kept:
-                shaped = _reshape({k: row for k, (row, _) in kept.items()}, before, e.table_after, renames)
+                shaped = _reshape({k: row for k, (row, _) in kept.items()}, before, e.table_after, renames, as_sent)
                 removed[name] = {k: (shaped[k], ts) for k, (_, ts) in kept.items()}
             schemas[name] = e.table_after
 
@@ -219,7 +231,13 @@ class Upstream:
             table_rows[new_key] = {c.name: canonical_value(c.type, e.after.get(c.name)) for c in e.table.columns}
 
 
-def _replay(events: list[Event], as_of: int | None, preexisting: Iterable[Table], deletes: str = "hard") -> Upstream:
+def _replay(
+    events: list[Event],
+    as_of: int | None,
+    preexisting: Iterable[Table],
+    deletes: str = "hard",
+    decimals_as_sent: bool = False,
+) -> Upstream:
     inserts_at = frozenset(
         (e.table.database, e.table.name, e.commit_ts)
         for e in events
@@ -227,7 +245,7 @@ def _replay(events: list[Event], as_of: int | None, preexisting: Iterable[Table]
         and e.after is not None
         and (e.before is None or key_text(e.table, e.before) != key_text(e.table, e.after))
     )
-    upstream = Upstream(preexisting, deletes, inserts_at)
+    upstream = Upstream(preexisting, deletes, inserts_at, decimals_as_sent)
     for e in sorted((e for e in events if isinstance(e, (Ddl, RowChange))), key=lambda e: e.commit_ts):
         if as_of is not None and e.commit_ts > as_of:
             break
@@ -236,18 +254,23 @@ def _replay(events: list[Event], as_of: int | None, preexisting: Iterable[Table]
 
 
 def upstream_state(
-    events: list[Event], as_of: int | None = None, preexisting: Iterable[Table] = ()
+    events: list[Event], as_of: int | None = None, preexisting: Iterable[Table] = (), decimals_as_sent: bool = False
 ) -> dict[Name, Rows]:
-    """{(database, table): {key texts: {column: canonical text}}} after every event with ts <= as_of."""
-    return _replay(events, as_of, preexisting).rows
+    """{(database, table): {key texts: {column: canonical text}}} after every event with ts <= as_of
+    (`decimals_as_sent`: `_reshape`)."""
+    return _replay(events, as_of, preexisting, decimals_as_sent=decimals_as_sent).rows
 
 
 def removed_rows(
-    events: list[Event], deletes: str, as_of: int | None = None, preexisting: Iterable[Table] = ()
+    events: list[Event],
+    deletes: str,
+    as_of: int | None = None,
+    preexisting: Iterable[Table] = (),
+    decimals_as_sent: bool = False,
 ) -> dict[Name, dict[tuple, tuple[dict[str, str | None], int]]]:
     """{(database, table): {key texts: (last values, commit ts of the removal)}}: the rows removed upstream that a
     gold table whose deletes are `deletes` (soft, ignore) still holds as of `as_of` (`Upstream.removed`)."""
-    return _replay(events, as_of, preexisting, deletes).removed
+    return _replay(events, as_of, preexisting, deletes, decimals_as_sent).removed
 
 
 def upstream_schemas(
@@ -258,7 +281,11 @@ def upstream_schemas(
 
 
 def upstream_state_in_shape(
-    events: list[Event], as_of: int, shaped_as_of: int, preexisting: Iterable[Table] = ()
+    events: list[Event],
+    as_of: int,
+    shaped_as_of: int,
+    preexisting: Iterable[Table] = (),
+    decimals_as_sent: bool = False,
 ) -> dict[Name, Rows]:
     """The rows as of `as_of` in the shape the tables have at `shaped_as_of` (>= as_of): what a history table
     answers for `as_of`. The DDL between the two applies to those rows (renames, drops, added and retyped
@@ -269,4 +296,4 @@ def upstream_state_in_shape(
         if (isinstance(e, RowChange) and e.commit_ts <= as_of)
         or (isinstance(e, Ddl) and (e.commit_ts <= as_of or e.ddl_type != "truncate_table"))
     ]
-    return upstream_state(kept, as_of=shaped_as_of, preexisting=preexisting)
+    return upstream_state(kept, as_of=shaped_as_of, preexisting=preexisting, decimals_as_sent=decimals_as_sent)
