@@ -320,10 +320,15 @@ def merge_ddl_events(
 
 
 def row_shape():
-    """The column types of a row as text (null for a row that holds only its key): a table's distinct shapes."""
+    """The column types of a row as text: a table's distinct shapes. Null for a row that holds only its key: one
+    sent handle-key-only, or a delete of only its key columns (`delete-only-output-handle-key-columns`, which no
+    message marks), whose columns say nothing of the table's."""
     from pyspark.sql import functions as F
 
-    return F.when(~F.array_contains("flags", "handle_key_only"), F.col("column_types").cast("string"))
+    key_only = F.array_contains("flags", "handle_key_only") | (
+        (F.col("op") == "delete") & (F.size("column_types") == F.size("key_columns"))
+    )
+    return F.when(~key_only, F.col("column_types").cast("string"))
 
 
 def row_shapes() -> list:

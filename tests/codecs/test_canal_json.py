@@ -512,6 +512,7 @@ OPTION_SETS = {
     "extension": {"enable-tidb-extension": True, "time-zone": "Asia/Kolkata"},
     "content-compatible": {"enable-tidb-extension": True, "content-compatible": True, "time-zone": "Asia/Shanghai"},
     "only-updated": {"only-output-updated-columns": True, "time-zone": "Europe/Berlin"},
+    "delete-keys-only": {"enable-tidb-extension": True, "delete-only-output-handle-key-columns": True},
     "snappy": {"enable-tidb-extension": True, "large-message-handle-compression": "snappy", "time-zone": "Asia/Tokyo"},
     "lz4-content-compatible": {
         "content-compatible": True,
@@ -558,6 +559,10 @@ def test_round_trip(name, tmp_path):
     if "handle-key-only" in name:
         assert {"handle_key_only"} <= flags[1] and "handle_key_only" not in flags[2]
         assert got[1]["after"] == {"id": "18446744073709551615"}
+    if name == "delete-keys-only":  # a delete carries its key alone, unmarked; every other row whole
+        deletes = [e for e in got if e["op"] == "delete"]
+        assert deletes and all(set(e["before"]) == set(e["key_columns"]) for e in deletes)
+        assert all(len(e["after"]) > len(e["key_columns"]) for e in got if e["op"] == "insert")
     if "claim-check" in name:
         assert "claim_check" in flags[1] and "claim_check" not in flags[2]
         assert len(list((tmp_path / "cc").iterdir())) == sum("claim_check" in f for f in flags) >= 2

@@ -33,6 +33,7 @@ OPTIONS = {
         {"enable-tidb-extension": True, "time-zone": "Asia/Shanghai"},
         {"enable-tidb-extension": True, "time-zone": "America/New_York", "output-raw-change-event": True},
         {"output-raw-change-event": True, "only-output-updated-columns": True},
+        {"enable-tidb-extension": True, "delete-only-output-handle-key-columns": True},
     ],
     "simple-json": [
         {},
@@ -61,7 +62,7 @@ BAD_VALUES = {
         b'{"version":2,"type":"INSERT","database":"a","table":"a","schemaVersion":1,"commitTs":1,"data":{}}',
     ],
 }
-ENCODER_ONLY = {"output-raw-change-event", "integrity-check-level"}
+ENCODER_ONLY = {"output-raw-change-event", "integrity-check-level", "delete-only-output-handle-key-columns"}
 
 
 def decoder_options(options: dict) -> dict:

@@ -501,6 +501,7 @@ OPTION_SETS = {
     "defaults": {"time-zone": "America/New_York"},
     "old-value-off": {"enable-old-value": False, "time-zone": "Asia/Kolkata"},
     "only-updated-columns": {"only-output-updated-columns": True, "time-zone": "Asia/Kolkata"},
+    "delete-keys-only": {"delete-only-output-handle-key-columns": True, "time-zone": "Asia/Kolkata"},
     "snappy": {"large-message-handle-compression": "snappy", "time-zone": "+09:00"},
     "lz4-only-updated": {
         "large-message-handle-compression": "lz4",
@@ -559,6 +560,10 @@ def test_round_trip_every_type_decodes_to_expected(name, tmp_path):
         for index, (g, w) in enumerate(zip(got, want)):
             assert g == w, f"partition {partition} event {index}"
         flags_seen.update(f for e in got for f in e["flags"])
+        if name == "delete-keys-only":  # a delete carries its key alone, unmarked
+            assert all(set(e["before"]) == set(e["key_columns"]) for e in got if e["op"] == "delete")
+    if name == "delete-keys-only":
+        assert any(e["op"] == "delete" for got in decoded.values() for e in got)
 
     rows_per_message = [len(_key_items(m.key)) for m in messages]
     if name == "batch-size-5":

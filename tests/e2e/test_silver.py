@@ -427,6 +427,32 @@ def test_a_simple_bootstrap_after_a_rename_is_the_renamed_table_not_a_new_one(sp
     assert result.tables == {"gold_inv_renamed.inv__goods": 2}
 
 
+def test_a_delete_that_carries_only_its_key_does_not_shape_a_table_seen_in_rows(spark, broker, source_config):
+    """With `delete-only-output-handle-key-columns` a delete holds its key columns alone, and nothing marks it. A
+    table that existed before the changefeed is known from its rows' columns; when its first change is such a
+    delete, that row must not make it a table of its key alone, which would leave every other column out of
+    silver's schema and out of gold."""
+    row = {"name": "a", "qty": 1, "price": 1.5, "status": "paid", "created": dt.datetime(2025, 1, 1), "note": "n"}
+    events = [
+        RowChange(tso(1), "delete", ITEMS, before={"id": 1, **row}),
+        RowChange(tso(2), "insert", ITEMS, after={"id": 2, **row}),
+        RowChange(tso(3), "update", ITEMS, before={"id": 2, **row}, after={"id": 2, **row, "qty": 7}),
+        Watermark(tso(4)),
+    ]
+    options = {"enable-tidb-extension": True, "delete-only-output-handle-key-columns": True}
+    messages = publish(broker, "canal-json", events, "inv_keys_only", options=options)
+    assert any(b'"data":[{"id":"1"}]' in m.value for m in messages)  # the delete as TiCDC sends it
+    config = source_config("inv_keys_only", "canal-json", options={"enable-tidb-extension": True})
+    land_and_decode(spark, config, "inv_keys_only")
+    ddl = of_source(spark, SILVER_DDL_EVENTS, "inv_keys_only", "ddl_type, table_schema")
+    assert [d["ddl_type"] for d in ddl] == ["create_table"]
+    assert [c["name"] for c in json.loads(ddl[0]["table_schema"])["columns"]] == [c.name for c in ITEMS.columns]
+    result = build_gold(spark, config, "inv_keys_only")
+    assert result.tables == {"gold_inv_keys_only.inv__items": 1}
+    (gold,) = spark.table("gold_inv_keys_only.inv__items").collect()
+    assert (gold["id"], gold["name"], gold["qty"], gold["price"], gold["note"]) == (2, "a", 7, 1.5, "n")
+
+
 def test_bad_messages_go_to_quarantine_and_replay_once_after_a_fix(
     spark, broker, source_config, config_file, tmp_path, capsys
 ):

@@ -122,6 +122,7 @@ class CanalOptions:
     extension: bool = False
     content_compatible: bool = False
     only_updated: bool = False
+    delete_keys_only: bool = False
     compression: str = "none"
     large_message: str = "none"
     claim_check_uri: str | None = None
@@ -142,6 +143,7 @@ class CanalOptions:
             extension=flag("enable-tidb-extension"),
             content_compatible=flag("content-compatible"),
             only_updated=flag("only-output-updated-columns") or flag("content-compatible"),
+            delete_keys_only=flag("delete-only-output-handle-key-columns"),
             compression=o.get("large-message-handle-compression") or "none",
             large_message=o.get("large-message-handle-option") or "none",
             claim_check_uri=o.get("claim-check-storage-uri"),
@@ -296,10 +298,12 @@ def row_message(
     too_large: bool = False,
     claim_check_location: str | None = None,
 ) -> bytes:
-    """newJSONMessageForDML: the full row, or (too_large) only the handle-key columns."""
+    """newJSONMessageForDML: the full row, or only the handle-key columns (too_large; a delete with
+    `delete-only-output-handle-key-columns`, which no extension field marks)."""
     table = change.table
     key = set(table.key)
-    columns = [c for c in table.columns if not too_large or c.name in key]
+    keys_only = too_large or (change.op == "delete" and opts.delete_keys_only)
+    columns = [c for c in table.columns if not keys_only or c.name in key]
     names = [c.name for c in columns]
     image = change.before if change.op == "delete" else change.after
     texts = _row_texts(table, image, opts.zone)
@@ -438,6 +442,8 @@ def expected(event: Event, options: dict | None = None) -> ChangeEvent | None:
     - large-message-handle-option=handle-key-only, message above the threshold: only the handle-key
       columns (before, after, column_types), flag handle_key_only.
     - claim-check above the threshold: the full row is read from the file, flag claim_check.
+    - delete-only-output-handle-key-columns: a delete's before image and column_types hold the handle-key
+      columns only, unflagged (the message does not say so).
     - TIMESTAMP travels in the changefeed's time zone and is converted back to UTC (exact, except for
       wall-clock times repeated by a daylight-saving fold).
     """
@@ -458,6 +464,8 @@ def expected(event: Event, options: dict | None = None) -> ChangeEvent | None:
 
     table = event.table
     columns = list(table.columns)
+    if event.op == "delete" and opts.delete_keys_only:
+        columns = [c for c in columns if c.name in table.key]
     if opts.large_message != "none":
         value = compress(row_message(event, opts, _physical_ms(event.commit_ts)), opts.compression)
         if is_too_large(value, opts):

@@ -125,6 +125,7 @@ _OTHER_ACTIONS = [
 DEFAULT_OPTIONS = {
     "enable-old-value": True,
     "only-output-updated-columns": False,
+    "delete-only-output-handle-key-columns": False,
     "large-message-handle-compression": "none",
     "large-message-handle-option": "none",
     "claim-check-storage-uri": None,
@@ -309,6 +310,7 @@ class OpenEncoder:
         merged = {**DEFAULT_OPTIONS, **options}  # other keys (topic, other protocols' options) do not apply
         self.old_value = _bool_option(merged["enable-old-value"])
         self.only_updated = _bool_option(merged["only-output-updated-columns"])
+        self.delete_keys_only = _bool_option(merged["delete-only-output-handle-key-columns"])
         self.compression = merged["large-message-handle-compression"] or "none"
         self.large_message = merged["large-message-handle-option"] or "none"
         if self.large_message not in ("none", "handle-key-only", "claim-check"):
@@ -351,7 +353,7 @@ class OpenEncoder:
             key += ',"ohk":false,"ccl":' + json_string(claim_check_location)
         key += "}"
         specs = self.specs(table)
-        if handle_key_only:
+        if handle_key_only or (change.op == "delete" and self.delete_keys_only):  # the latter unmarked
             specs = [spec for spec in specs if spec.is_key]
         if change.op == "delete":
             value = '{"d":{' + self._fields(specs, change.before) + "}}"
@@ -529,6 +531,8 @@ def expected(event: Event, options: dict | None = None) -> ChangeEvent | None:
     - handle-key-only large messages: before/after/column_types hold the handle-key columns only:
       flag `handle_key_only`.
     - claim-check large messages: the full row is read back from the file: flag `claim_check`.
+    - delete-only-output-handle-key-columns: a delete's before image and column_types hold the handle-key
+      columns only, unflagged (the message does not say so).
     - TIMESTAMP: sent in the changefeed time zone and converted back to UTC; a wall-clock time in a
       DST fold converts with its first occurrence.
     """
@@ -545,6 +549,8 @@ def expected(event: Event, options: dict | None = None) -> ChangeEvent | None:
     table = event.table
     flags: list[str] = []
     columns = list(table.columns)
+    if event.op == "delete" and encoder.delete_keys_only:
+        columns = [c for c in columns if c.name in table.key]
     if encoder.is_large(event) and encoder.large_message == "handle-key-only":
         columns = [c for c in columns if c.name in table.key]
         flags.append("handle_key_only")
