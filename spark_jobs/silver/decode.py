@@ -414,7 +414,8 @@ class Placement:
 
     Except where TiCDC sends a partition's recent messages again (after a restart, at new offsets): a delete at
     the head of what is sent again would land after every change that followed it the first time, and delete a
-    row inserted again since. The change after it tells: one older than the change before the delete. Then the
+    row inserted again since. The change after it tells: one older than the change before the delete, or a copy
+    of that very change (of its commit ts, where a new change would be the same transaction going on). Then the
     deletes waiting before it are matched, from the last back, against the messages before that change's first
     copy: a delete identical to the message at the same distance is its copy and takes its commit ts (silver then
     keeps one of the two); the others are the partition's own, and stay. Where the first copy was decoded in an
@@ -467,7 +468,7 @@ class Placement:
         first = self._first.setdefault((partition, commit_ts, fingerprint), here)
         self.last[partition] = commit_ts
         waiting = self._waiting.pop(partition, None)
-        if waiting is None or commit_ts >= waiting[0]:
+        if waiting is None or commit_ts > waiting[0] or (commit_ts == waiting[0] and first == here):
             return
         _, anchored, rows = waiting
         if first < here:  # its first copy was decoded here: match the waiting rows against what came before it
