@@ -157,6 +157,7 @@ def assert_gold_is_upstream(
     exact_deletes: bool = True,
     erased: dict[tuple[str, str], tuple] | None = None,
     unscaled_decimals: bool = False,
+    updates_as_inserts: bool = False,
 ) -> None:
     """Every upstream table (that the source's table `rules` keep) with rows as of `as_of` is a gold table with
     the same rows, values, columns and types; gold holds no other table (an upstream table that is still empty
@@ -166,13 +167,20 @@ def assert_gold_is_upstream(
     `erased` from a table ((database, table) -> its key's values) is in none of it. An Avro delete placed on the
     other side of `as_of` than upstream's (`deletes_in_flight`) is as placed, and not compared further. With
     `unscaled_decimals` the stream gave no DECIMAL's scale: gold holds each value's text as sent, which a MODIFY
-    that widens a DECIMAL's scale (or makes an integer a DECIMAL) does not pad upstream's way."""
+    that widens a DECIMAL's scale (or makes an integer a DECIMAL) does not pad upstream's way. With
+    `updates_as_inserts` the stream sends updates as inserts (Open without old values): an ignored delete whose
+    commit updates its table is applied, as one beside an insert is."""
     as_sent = unscaled_decimals
     rows = upstream_state(workload.events, as_of=as_of, preexisting=workload.preexisting, decimals_as_sent=as_sent)
     gold = gold or GoldSettings()
     removed = {
         mode: removed_rows(
-            workload.events, mode, as_of=as_of, preexisting=workload.preexisting, decimals_as_sent=as_sent
+            workload.events,
+            mode,
+            as_of=as_of,
+            preexisting=workload.preexisting,
+            decimals_as_sent=as_sent,
+            updates_as_inserts=updates_as_inserts,
         )
         for mode in ("soft", "ignore")
     }
@@ -610,6 +618,7 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
     if schemaless:
         options["debezium-disable-schema"] = True  # DATE, DATETIME, TIME, BIT as numbers: silver reads them by DDL
     unscaled = options.get("avro-decimal-handling-mode") == "string"  # gold then keeps a DECIMAL's text
+    updates_as_inserts = options.get("enable-old-value") is False  # Open: an update reads as an insert
     assert any(isinstance(e, RowChange) and key_changed(e) for e in workload.events), "no key change to carry"
     reg = registry if protocol == "avro" else None
     if reg:
@@ -631,7 +640,15 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
         result = build_gold(spark, config, source, test=end == len(messages))  # dbt's tests: once, at the end
         if (result.consistency == "watermark" or end == len(messages)) and result.consistent_ts is not None:
             assert_gold_is_upstream(
-                spark, source, workload, result.consistent_ts, rules, gold, exact_deletes, unscaled_decimals=unscaled
+                spark,
+                source,
+                workload,
+                result.consistent_ts,
+                rules,
+                gold,
+                exact_deletes,
+                unscaled_decimals=unscaled,
+                updates_as_inserts=updates_as_inserts,
             )
             consistent.append(result.consistent_ts)
             moments = moments_of(workload, rng, consistent)
@@ -664,7 +681,9 @@ def test_gold_equals_upstream_for_random_workloads(spark, broker, source_config,
             name: ("not compared", "left out by the table rules") for name in left_out
         }
     erased = erase_random_key(spark, config, source, workload, result.consistent_ts, rules, rng)
-    assert_gold_is_upstream(spark, source, workload, result.consistent_ts, rules, gold, exact_deletes, erased, unscaled)
+    assert_gold_is_upstream(
+        spark, source, workload, result.consistent_ts, rules, gold, exact_deletes, erased, unscaled, updates_as_inserts
+    )
     incremental = gold_snapshot(spark, source)
     build_gold(spark, config, source, rebuild=True)
     assert gold_snapshot(spark, source) == incremental, "gold rebuilt from silver differs from the incremental gold"

@@ -28,7 +28,14 @@ from ticdc_devkit.gold_check import canonical_text, oracle_state
 from ticdc_devkit.registry import running_registry
 from ticdc_devkit.simulator.avro import sanitize_name
 from ticdc_devkit.simulator.model import Bootstrap, Column, Ddl, RowChange, Table, Watermark, key_changed
-from ticdc_devkit.simulator.oracle import Upstream, key_text, upstream_schemas, upstream_state, zero_value
+from ticdc_devkit.simulator.oracle import (
+    Upstream,
+    key_text,
+    removed_rows,
+    upstream_schemas,
+    upstream_state,
+    zero_value,
+)
 from ticdc_devkit.simulator.shop_stream import shop_stream, shop_stream_more, tso
 from ticdc_devkit.simulator.stream import encode_stream, make_encoder, partition_events
 from ticdc_devkit.simulator.workload import PROTOCOL_LIMITS, quote_name, random_workload
@@ -406,6 +413,18 @@ def test_oracle_pads_a_decimal_whose_scale_a_modify_widens_unless_asked_for_the_
     assert upstream_state(events, decimals_as_sent=True) == {
         ("shop", "items"): {("1",): {"id": "1", "price": "1.50"}, ("2",): {"id": "2", "price": "2.250"}}
     }
+
+
+def test_oracle_ignores_a_delete_unless_its_commit_inserts_or_with_updates_sent_as_inserts_updates():
+    """With ignored deletes gold keeps a deleted row unless the delete's commit inserts into its table (a key change
+    TiCDC split); where the stream sends updates as inserts (Open without old values) an update counts too."""
+    events = items_with_rows() + [
+        RowChange(tso(5), "update", ITEMS, {"id": 1, "qty": 5, "name": "a"}, {"id": 1, "qty": 6, "name": "a"}),
+        RowChange(tso(5), "delete", ITEMS, {"id": 2, "qty": None, "name": "b"}, None),
+    ]
+    kept = {("shop", "items"): {("2",): ({"id": "2", "qty": None, "name": "b"}, tso(5))}}
+    assert removed_rows(events, "ignore") == kept
+    assert removed_rows(events, "ignore", updates_as_inserts=True) == {("shop", "items"): {}}
 
 
 def test_oracle_rename_table_moves_rows_along_a_chain():

@@ -237,13 +237,14 @@ def _replay(
     preexisting: Iterable[Table],
     deletes: str = "hard",
     decimals_as_sent: bool = False,
+    updates_as_inserts: bool = False,
 ) -> Upstream:
     inserts_at = frozenset(
         (e.table.database, e.table.name, e.commit_ts)
         for e in events
         if isinstance(e, RowChange)
         and e.after is not None
-        and (e.before is None or key_text(e.table, e.before) != key_text(e.table, e.after))
+        and (updates_as_inserts or e.before is None or key_text(e.table, e.before) != key_text(e.table, e.after))
     )
     upstream = Upstream(preexisting, deletes, inserts_at, decimals_as_sent)
     for e in sorted((e for e in events if isinstance(e, (Ddl, RowChange))), key=lambda e: e.commit_ts):
@@ -267,10 +268,13 @@ def removed_rows(
     as_of: int | None = None,
     preexisting: Iterable[Table] = (),
     decimals_as_sent: bool = False,
+    updates_as_inserts: bool = False,
 ) -> dict[Name, dict[tuple, tuple[dict[str, str | None], int]]]:
     """{(database, table): {key texts: (last values, commit ts of the removal)}}: the rows removed upstream that a
-    gold table whose deletes are `deletes` (soft, ignore) still holds as of `as_of` (`Upstream.removed`)."""
-    return _replay(events, as_of, preexisting, deletes, decimals_as_sent).removed
+    gold table whose deletes are `deletes` (soft, ignore) still holds as of `as_of` (`Upstream.removed`).
+    `updates_as_inserts`: the stream sends an update as an insert of its new values (Open without old values), so
+    with ignore a delete whose commit updates the table is applied too."""
+    return _replay(events, as_of, preexisting, deletes, decimals_as_sent, updates_as_inserts).removed
 
 
 def upstream_schemas(
